@@ -1,0 +1,323 @@
+"""The `trl-advisor` command line: argument parsing, dispatch, and the one place that maps errors to exit codes.
+
+Imports of the engine happen inside the command functions, so `trl-advisor --help` stays fast (no pydantic, no
+torch, no textual at start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from advisor import __version__
+from advisor.errors import AdvisorError, ExitCode, NotBuiltError
+
+EPILOG = """examples:
+  trl-advisor generate --model 70B --gpus 8 --gpu H100-80GB
+  trl-advisor estimate --model Qwen/Qwen2.5-7B --method lora --seq-len 2048 --micro-batch 4 --gpu H200
+  trl-advisor check --model qwen2.5-7b --gpus 8 --gpu H100-80GB --sp-size 7
+  trl-advisor probe --json > hw.json   # then plan elsewhere with --hardware hw.json
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+    """The REQUEST flags of the contract, shared by estimate, check and generate."""
+    g = p.add_argument_group("what to train")
+    g.add_argument("--model", required=model_required,
+                   help="catalogue id, HF repo id, size (7B, 70B), local dir or config.json, or a hub id")
+    g.add_argument("--trainer", default="sft", help="sft | dpo | grpo | rloo | kto | gkd (default sft)")
+    g.add_argument("--method", help="full | lora | qlora")
+    g.add_argument("--lora-r", type=_positive_int, help="LoRA rank (all-linear targets)")
+    g.add_argument("--seq-len", type=_positive_int, help="tokens per sequence (prompt + completion)")
+    g.add_argument("--micro-batch", type=_positive_int, help="per_device_train_batch_size")
+    g.add_argument("--grad-accum", type=_positive_int, help="gradient accumulation steps")
+    g.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step, all GPUs")
+    g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
+    h = p.add_argument_group("where")
+    h.add_argument("--gpus", type=_positive_int, help="GPUs per node")
+    h.add_argument("--nodes", type=_positive_int, help="number of nodes")
+    h.add_argument("--gpu", help="catalogue GPU (H100-80GB, H200, RTX-4090...; list: trl-advisor gpus)")
+    h.add_argument("--hardware", metavar="FILE", help="a `trl-advisor probe --json` file")
+    k = p.add_argument_group("how (pin a knob; unpinned knobs are defaulted or searched)")
+    k.add_argument("--backend", help="single | ddp | deepspeed | fsdp2")
+    k.add_argument("--zero", type=_positive_int, help="DeepSpeed ZeRO stage 0-3")
+    k.add_argument("--offload", help="none | optimizer | all")
+    k.add_argument("--offload-device", help="cpu | nvme")
+    k.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None, help="gradient checkpointing")
+    k.add_argument("--liger", action=argparse.BooleanOptionalAction, default=None, help="Liger Kernel")
+    k.add_argument("--attn", help="sdpa | flash_attention_2 | eager | <hub kernel id>")
+    k.add_argument("--precision", help="bf16 | bf16-mixed | fp16-mixed | fp32")
+    k.add_argument("--packing", action=argparse.BooleanOptionalAction, default=None, help="sequence packing")
+    k.add_argument("--sp-size", type=_positive_int, help="Ulysses sequence-parallel degree")
+    k.add_argument("--cp-size", type=_positive_int, help="ring-attention context-parallel degree")
+    k.add_argument("--unsloth", action="store_true", default=None, help="use Unsloth (single GPU LoRA/QLoRA)")
+    t = p.add_argument_group("GRPO / RLOO / DPO / KTO")
+    t.add_argument("--num-generations", type=_positive_int, help="completions per prompt")
+    t.add_argument("--max-completion-len", type=_positive_int, help="completion part of --seq-len")
+    t.add_argument("--vllm", help="none | colocate | server")
+    t.add_argument("--vllm-gpus", type=_positive_int, help="GPUs per node for the vLLM server")
+    t.add_argument("--vllm-mem-fraction", type=_float, help="GPU fraction vLLM reserves in colocate mode")
+    t.add_argument("--ref-model", help="copy | precompute | none")
+
+
+REQUEST_FIELDS = ("model", "trainer", "method", "lora_r", "gpus", "nodes", "gpu", "hardware", "seq_len", "micro_batch",
+                  "grad_accum", "global_batch", "backend", "zero", "offload", "offload_device", "grad_ckpt", "liger",
+                  "attn", "precision", "packing", "sp_size", "cp_size", "unsloth", "num_generations",
+                  "max_completion_len", "vllm", "vllm_gpus", "vllm_mem_fraction", "ref_model", "trust_remote_code")
+
+
+def request_from_args(args: argparse.Namespace):
+    from advisor.request import Request
+
+    return Request(**{name: getattr(args, name) for name in REQUEST_FIELDS})
+
+
+def _print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(f"note: {text}\n")
+
+
+# ---- commands -------------------------------------------------------------------------------------------------
+
+def cmd_probe(args) -> int:
+    import hw_probe
+
+    report = hw_probe.probe(output_dir=args.out_dir)
+    if args.json:
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        from hw_probe.render import render_text
+
+        sys.stdout.write(render_text(report) + "\n")
+    return ExitCode.OK
+
+
+def cmd_models(args) -> int:
+    from advisor.catalog import all_models
+
+    models = all_models()
+    if args.json:
+        _print_json([{**m.model_dump(mode="json"), "params": m.params, "active_params": m.active_params}
+                     for m in models])
+        return ExitCode.OK
+    rows = [("id", "size", "params", "layers", "hidden", "heads/kv", "vocab", "hf id")]
+    for m in models:
+        rows.append((m.id, m.size or "", f"{m.params / 1e9:.2f}B", str(m.layers), str(m.hidden),
+                     f"{m.heads}/{m.kv_heads}", str(m.vocab), m.hf_id))
+    sys.stdout.write(_table(rows))
+    return ExitCode.OK
+
+
+def cmd_gpus(args) -> int:
+    from advisor.catalog import all_gpus
+
+    gpus = all_gpus()
+    if args.json:
+        _print_json([g.model_dump(mode="json") for g in gpus])
+        return ExitCode.OK
+    rows = [("id", "memory", "bf16 TFLOP/s", "fp8", "HBM GB/s", "NVLink GB/s", "cc", "name")]
+    for g in gpus:
+        rows.append((g.id + ("" if g.supported else " (plan only)"), f"{g.memory_gib:.0f} GiB",
+                     f"{g.bf16_tflops or 0:g}", f"{g.fp8_tflops or 0:g}", f"{g.mem_bw_gbps:g}",
+                     f"{g.nvlink_gbps or 0:g}", g.compute_capability, g.name))
+    sys.stdout.write(_table(rows))
+    return ExitCode.OK
+
+
+def cmd_estimate(args) -> int:
+    from advisor.estimate import estimate, render_estimate
+
+    result = estimate(request_from_args(args))
+    for note in result.get("notes", []):
+        _note(note)
+    if args.json:
+        _print_json(result)
+    else:
+        sys.stdout.write(render_estimate(result) + "\n")
+    return ExitCode.OK
+
+
+def cmd_check(args) -> int:
+    import rules
+
+    if args.bundle:
+        report = rules.check_bundle(args.bundle, hardware=args.hardware)
+    else:
+        if not args.model:
+            raise AdvisorError("check needs --model (or --bundle DIR)", hint="trl-advisor check --model 7B --gpus 8")
+        report = rules.check_request(request_from_args(args))
+    for note in getattr(report, "notes", []) or []:
+        _note(note)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        sys.stdout.write(report.render() + "\n")
+    return ExitCode.OK if report.ok else ExitCode.FINDINGS
+
+
+def cmd_generate(args) -> int:
+    try:
+        from advisor.planner import generate
+    except ImportError:
+        raise NotBuiltError("`generate` is not built yet in this version",
+                            hint="use `trl-advisor estimate` for one configuration") from None
+    outcome = generate(request_from_args(args), out=args.out, force=args.force)
+    for note in outcome.notes:
+        _note(note)
+    if args.json:
+        _print_json(outcome.result)
+    else:
+        sys.stdout.write(outcome.render() + "\n")
+    return ExitCode.OK
+
+
+def cmd_explain(args) -> int:
+    import rules
+
+    sys.stdout.write(rules.explain(args.rule_id) + "\n")
+    return ExitCode.OK
+
+
+def cmd_rules(args) -> int:
+    import rules
+
+    if args.matrix:
+        data = rules.compat_matrix()
+        if args.json:
+            _print_json(data)
+        else:
+            sys.stdout.write(rules.render_matrix(data) + "\n")
+        return ExitCode.OK
+    if args.json:
+        _print_json(rules.rules_json())
+    else:
+        sys.stdout.write(rules.render_rules() + "\n")
+    return ExitCode.OK
+
+
+def cmd_verify(args) -> int:
+    try:
+        from advisor.verify import verify
+    except ImportError:
+        raise NotBuiltError("`verify` is not built yet in this version",
+                            hint="run the bundle directly: bash launch.sh --max-steps 5") from None
+    outcome = verify(args.dir, steps=args.steps, random_init=args.random_init, synthetic_data=args.synthetic_data)
+    if args.json:
+        _print_json(outcome.to_json())
+    else:
+        sys.stdout.write(outcome.render() + "\n")
+    return ExitCode.OK if outcome.passed else ExitCode.FINDINGS
+
+
+def cmd_wizard(args) -> int:
+    from tui import run_wizard
+
+    return run_wizard()
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# ---- parser -----------------------------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line plus a hint, exit 2 (CONTRACT.md), not a usage dump."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise AdvisorError(message, hint=f"see `{self.prog} --help`")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="trl-advisor", description="Plan, generate and verify Hugging Face TRL post-training runs "
+                "for the GPUs you have. With no command on a terminal: the interactive wizard.",
+                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"trl-advisor {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, func: Callable, help_text: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.set_defaults(func=func)
+        return sp
+
+    sp = command("probe", cmd_probe, "this machine: GPUs, links, memory, host, software, cluster")
+    sp.add_argument("--json", action="store_true", help="machine-readable report (save it for --hardware)")
+    sp.add_argument("--out-dir", default=".", help="folder whose free disk space to report")
+    for name, func, text in (("models", cmd_models, "the model catalogue"), ("gpus", cmd_gpus, "the GPU catalogue")):
+        sp = command(name, func, text)
+        sp.add_argument("--json", action="store_true")
+    sp = command("estimate", cmd_estimate, "memory and speed of one configuration (nothing searched)")
+    add_request_flags(sp)
+    sp.add_argument("--json", action="store_true")
+    sp = command("check", cmd_check, "run every rule against a configuration or an existing bundle")
+    add_request_flags(sp, model_required=False)
+    sp.add_argument("--bundle", metavar="DIR", help="check user files: ds_config.json, accelerate YAML, train.py")
+    sp.add_argument("--json", action="store_true")
+    sp = command("generate", cmd_generate, "search the plans, pick the fastest that fits, write the bundle")
+    add_request_flags(sp)
+    sp.add_argument("--out", metavar="DIR", help="output folder (default generated/<name>/)")
+    sp.add_argument("--force", action="store_true", help="replace an existing output folder")
+    sp.add_argument("--json", action="store_true")
+    sp = command("explain", cmd_explain, "a rule's documentation")
+    sp.add_argument("rule_id", metavar="RULE_ID")
+    sp = command("rules", cmd_rules, "all rules, or the compatibility matrix")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--matrix", action="store_true", help="the compatibility matrix")
+    sp = command("verify", cmd_verify, "run a bundle briefly on the GPUs here and compare with its predictions")
+    sp.add_argument("dir", nargs="?", default=".", metavar="DIR")
+    sp.add_argument("--steps", type=_positive_int, default=10)
+    sp.add_argument("--random-init", action="store_true", help="random weights from the recorded architecture")
+    sp.add_argument("--synthetic-data", action="store_true", help="generated tokens, local tokenizer (offline)")
+    sp.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        if not argv:
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                return cmd_wizard(None)
+            parser.print_help(sys.stderr)
+            return ExitCode.USAGE
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            raise AdvisorError("no command given", hint="see `trl-advisor --help`")
+        return int(args.func(args))
+    except AdvisorError as e:
+        sys.stderr.write(f"error: {e.message}\n")
+        if e.hint:
+            sys.stderr.write(f"hint: {e.hint}\n")
+        return int(e.exit_code)
+    except OSError as e:  # a file we were told to read or write: say which, no traceback
+        sys.stderr.write(f"error: {e.strerror or e}: {e.filename or ''}\n".replace(": \n", "\n"))
+        sys.stderr.write("hint: check the path and its permissions\n")
+        return int(ExitCode.USAGE)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return ExitCode.OK

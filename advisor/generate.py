@@ -1,0 +1,751 @@
+"""Render a plan into a bundle (train.py, accelerate.yaml, ds_config.json, launch.sh, ...) and write it atomically.
+
+`render_bundle` is pure: the same plan, model, target and result give the same bytes (no timestamps, sorted keys),
+so reference bundles compare byte for byte. `write_bundle` puts the files in place all at once or not at all.
+`python -m advisor.generate --regen-references` rewrites generated/reference/ through the `trl-advisor` CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+
+from advisor import __version__
+from advisor.errors import AdvisorError, OutputExistsError
+from advisor.plan import Plan
+from advisor.request import GENERATING_TRAINERS, Request
+from advisor.specs import ModelSpec
+from advisor.target import Target
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+GIB = 1 << 30
+
+TRL_VERSION = "1.16.0"
+"""The TRL release whose API the templates use (names checked against the installed 1.16.0 wheel)."""
+
+# Default training data per trainer: TRL's own example datasets on the Hub (trl-lib), each in the format that
+# trainer reads, so `bash launch.sh` works before the user brings data. Value: (hub id, why).
+DEFAULT_DATASETS: dict[str, tuple[str, str]] = {
+    "sft": ("trl-lib/Capybara", "TRL's SFT example: multi-turn conversations in a `messages` column"),
+    "dpo": ("trl-lib/ultrafeedback_binarized", "TRL's DPO example: chosen/rejected conversation pairs"),
+    "kto": ("trl-lib/kto-mix-14k", "TRL's KTO example: prompt, completion and a desirable/undesirable label"),
+    "grpo": ("trl-lib/DeepMath-103K", "TRL's GRPO example: math prompts in chat format (103k; `solution` column)"),
+    "rloo": ("trl-lib/DeepMath-103K", "the GRPO example's prompt set: RLOO reads the same prompt-only format"),
+    "gkd": ("trl-lib/chatbot_arena_completions", "TRL's GKD example: chat `messages` the student and teacher score"),
+}
+
+# config.json values the catalogue does not record, per model_type, from the reference model's config.json. Used for
+# --random-init only (the real run reads the hub config); per-model variants (Llama 3.2 RoPE scaling, Phi-4's
+# rope_theta 250000, SmolLM2's) do not change memory or speed, which is what random-init runs measure.
+MODEL_TYPE_DEFAULTS: dict[str, dict] = {
+    "llama": {"rope_theta": 500000.0, "rms_norm_eps": 1e-05,
+              "source": "https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json"},
+    "qwen2": {"rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
+              "source": "https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json"},
+    "qwen3": {"rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
+              "source": "https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json"},
+    "qwen3_moe": {"rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
+                  "source": "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json"},
+    "mistral": {"rope_theta": 1000000.0, "rms_norm_eps": 1e-05,
+                "source": "https://huggingface.co/mistralai/Mistral-7B-v0.3/blob/main/config.json"},
+    "mixtral": {"rope_theta": 1000000.0, "rms_norm_eps": 1e-05,
+                "source": "https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json"},
+    "gemma2": {"rope_theta": 10000.0, "rms_norm_eps": 1e-06,
+               "source": "https://huggingface.co/google/gemma-2-9b/blob/main/config.json"},
+    "gemma3_text": {"rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
+                    "source": "https://huggingface.co/google/gemma-3-1b-pt/blob/main/config.json"},
+    "phi3": {"rope_theta": 10000.0, "rms_norm_eps": 1e-05,
+             "source": "https://huggingface.co/microsoft/Phi-3-mini-4k-instruct/blob/main/config.json"},
+}
+RANDOM_INIT_MODEL_TYPE = {"gemma3": "gemma3_text"}
+"""Multimodal model_types whose catalogue rows describe the text decoder: random-init builds that decoder alone."""
+
+VLLM_HOST = "127.0.0.1"
+"""Only the main training process talks to the server (trl/generation/vllm_client.py), and it runs on node 0."""
+VLLM_PORT = 8000  # GRPOConfig.vllm_server_port default, and vLLM's
+VLLM_SERVER_MEM_FRACTION = 0.9  # `trl vllm-serve --gpu_memory_utilization` default: the server's GPUs do nothing else
+VLLM_STARTUP_TIMEOUT_S = 900  # first start downloads and compiles (CUDA graphs): minutes for 70B-class models
+MAIN_PROCESS_PORT = 29500  # accelerate launch --main_process_port default
+NVME_PATH = "/local_nvme"  # DeepSpeed's documented example path; README tells the user to point it at their NVMe
+CPUS_PER_GPU = 8  # SLURM --cpus-per-task per GPU: dataloader workers + tokenizer threads (DGX H100: 112 cores / 8)
+
+BUNDLE_ORDER = ("README.md", "plan.json", "train.py", "accelerate.yaml", "ds_config.json", "launch.sh",
+                "slurm.sbatch", "requirements.txt", "model_config.json")
+
+
+# --------------------------------------------------------------------------------------------------- Jinja setup
+
+def _shquote(value) -> str:
+    """One shell word, whatever the value (shlex.quote; booleans as 0/1 are never needed, so refuse them)."""
+    if isinstance(value, bool):
+        raise TypeError("shquote: pass a string or number, not a bool")
+    return shlex.quote(str(value))
+
+
+def _pyrepr(value) -> str:
+    """A Python literal (repr); floats keep repr's shortest round-trip form."""
+    return repr(value)
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    # StrictUndefined: a missing variable is a bug, not a blank line in someone's launch script.
+    # keep_trailing_newline: files end with a newline, as editors and `git diff` expect (copier issue #464).
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("advisor", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["shquote"] = _shquote
+    env.filters["pyrepr"] = _pyrepr
+    env.filters["json"] = lambda v: json.dumps(v)
+    env.filters["gib"] = lambda n: f"{n / GIB:.2f}"
+    return env
+
+
+# ------------------------------------------------------------------------------------------------------- pins
+
+@lru_cache(maxsize=1)
+def pins() -> dict:
+    text = resources.files("rules.data").joinpath("pins.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def _requirement(name: str, value: str) -> str:
+    return f"{name}=={value}" if value[:1].isdigit() else f"{name}{value}"
+
+
+def requirements(plan: Plan) -> list[str]:
+    """requirements.txt lines, pins from rules/data/pins.toml: only what this plan imports."""
+    data = pins()
+    if plan.unsloth:
+        env = dict(data["unsloth"])
+        names = ["torch", "unsloth", "unsloth_zoo", "trl", "transformers", "accelerate", "datasets", "peft"]
+        if plan.method == "qlora":
+            names.append("bitsandbytes")
+        return [_requirement(n, env[n]) for n in names]
+    exact = {**data["pins"], **data.get("pins_when_used", {})}
+    floors = data.get("requires", {})
+    lines = [_requirement("torch", floors.get("torch", ">=2.6"))]
+    names = ["trl", "transformers", "accelerate", "datasets"]
+    if plan.method in ("lora", "qlora"):
+        names.append("peft")
+    if plan.method == "qlora":
+        names.append("bitsandbytes")
+    if plan.uses_deepspeed:
+        names.append("deepspeed")
+    if plan.liger:
+        names.append("liger-kernel")
+    if plan.vllm_mode != "none":
+        names.append("vllm")
+    return lines + [_requirement(n, exact[n]) for n in names]
+
+
+# ------------------------------------------------------------------------------------------ derived settings
+
+def model_config_fields(model: ModelSpec) -> dict:
+    """The config.json fields of the architecture: enough for `AutoConfig.for_model(model_type, **fields)`."""
+    model_type = RANDOM_INIT_MODEL_TYPE.get(model.model_type, model.model_type)
+    fields: dict = {
+        "model_type": model_type,
+        "hidden_size": model.hidden,
+        "num_hidden_layers": model.layers,
+        "num_attention_heads": model.heads,
+        "num_key_value_heads": model.kv_heads,
+        "head_dim": model.head_dim,
+        "vocab_size": model.vocab,
+        "max_position_embeddings": model.max_positions,
+        "tie_word_embeddings": model.tied_embeddings,
+    }
+    if model.intermediate:
+        fields["intermediate_size"] = model.intermediate
+    if model_type in ("llama", "qwen3", "qwen3_moe", "gemma2", "gemma3_text"):
+        fields["attention_bias"] = model.qkv_bias  # Qwen2 hard-wires its q/k/v bias; Llama/Qwen3 take the flag
+    if model.is_moe:
+        if model_type == "mixtral":
+            fields["num_local_experts"] = model.num_experts
+            fields["intermediate_size"] = model.moe_intermediate  # Mixtral's intermediate_size is the expert width
+        else:
+            fields["num_experts"] = model.num_experts
+            fields["moe_intermediate_size"] = model.moe_intermediate
+        fields["num_experts_per_tok"] = model.experts_per_token
+        if model.shared_expert_intermediate:
+            fields["shared_expert_intermediate_size"] = model.shared_expert_intermediate
+    # Some configs default to a sliding window (Mistral 4096); the catalogue row is the truth, None included.
+    if model_type in ("mistral", "mixtral", "gemma2", "gemma3_text", "qwen2", "qwen3", "qwen3_moe", "phi3"):
+        fields["sliding_window"] = model.sliding_window
+    defaults = MODEL_TYPE_DEFAULTS.get(model_type)
+    if defaults:
+        fields["rope_theta"] = defaults["rope_theta"]
+        fields["rms_norm_eps"] = defaults["rms_norm_eps"]
+    return fields
+
+
+def dtype_settings(plan: Plan) -> dict:
+    """Model dtype and TrainingArguments precision flags for the plan's precision (CONTRACT.md definitions)."""
+    return {
+        "bf16": {"dtype": "torch.bfloat16", "bf16": True, "fp16": False, "mixed": "bf16",
+                 "why": "bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16)"},
+        "bf16-mixed": {"dtype": "torch.float32", "bf16": True, "fp16": False, "mixed": "bf16",
+                       "why": "bf16-mixed: fp32 master weights, bf16 autocast (bf16=True)"},
+        "fp16-mixed": {"dtype": "torch.float32", "bf16": False, "fp16": True, "mixed": "fp16",
+                       "why": "fp16-mixed: fp32 master weights, fp16 autocast with loss scaling (no bf16 on this GPU)"},
+        "fp32": {"dtype": "torch.float32", "bf16": False, "fp16": False, "mixed": "no",
+                 "why": "fp32: no autocast"},
+    }[plan.precision]
+
+
+def pad_to_multiple_of(plan: Plan) -> int | None:
+    # Ulysses SP splits every sequence into sp_size pieces; ring attention into 2 x cp_size chunks (load balancing).
+    if plan.sp_size > 1:
+        return plan.sp_size
+    if plan.cp_size > 1:
+        return 2 * plan.cp_size
+    return None
+
+
+def ds_config(plan: Plan) -> dict:
+    """DeepSpeed JSON: literal where the plan decided (stage, offload), "auto" where the HF integration fills it
+    from TrainingArguments (a literal that disagrees with them raises in transformers' trainer_config_finalize)."""
+    zero: dict = {
+        "stage": plan.zero_stage,
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "reduce_bucket_size": "auto",
+    }
+    if plan.offload in ("optimizer", "all"):
+        zero["offload_optimizer"] = _offload_block(plan)
+    if plan.zero_stage == 3:
+        zero.update({
+            "stage3_prefetch_bucket_size": "auto",
+            "stage3_param_persistence_threshold": "auto",
+            "stage3_max_live_parameters": 1_000_000_000,
+            "stage3_max_reuse_distance": 1_000_000_000,
+            "stage3_gather_16bit_weights_on_model_save": True,
+        })
+        if plan.offload == "all":
+            zero["offload_param"] = _offload_block(plan)
+    return {
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "zero_optimization": zero,
+    }
+
+
+def _offload_block(plan: Plan) -> dict:
+    block: dict = {"device": plan.offload_device, "pin_memory": True}
+    if plan.offload_device == "nvme":
+        block["nvme_path"] = NVME_PATH
+    return block
+
+
+def accelerate_settings(plan: Plan) -> dict:
+    """The accelerate.yaml values (the template adds the comments)."""
+    dtype = dtype_settings(plan)
+    distributed = {"single": "NO", "ddp": "MULTI_GPU", "deepspeed": "DEEPSPEED", "fsdp2": "FSDP"}[plan.backend]
+    parallelism: dict = {}
+    if plan.sp_size > 1:
+        parallelism = {
+            "parallelism_config_dp_replicate_size": 1,
+            "parallelism_config_dp_shard_size": plan.num_processes // plan.sp_size,
+            "parallelism_config_tp_size": 1,
+            "parallelism_config_sp_size": plan.sp_size,
+            "parallelism_config_sp_backend": "deepspeed",
+            "parallelism_config_sp_seq_length_is_variable": True,
+            "parallelism_config_sp_attn_implementation": plan.attn,
+        }
+    elif plan.cp_size > 1:
+        parallelism = {
+            "parallelism_config_dp_replicate_size": 1,
+            "parallelism_config_dp_shard_size": plan.num_processes // plan.cp_size,
+            "parallelism_config_tp_size": 1,
+            "parallelism_config_cp_size": plan.cp_size,
+            "parallelism_config_cp_backend": "torch",
+        }
+    return {
+        "distributed_type": distributed,
+        "mixed_precision": None if plan.uses_deepspeed else dtype["mixed"],
+        "num_processes": plan.num_processes,
+        "num_machines": plan.nodes,
+        "zero3_init_flag": plan.zero_stage == 3,
+        "fsdp_offload_params": plan.offload != "none",
+        "fsdp_activation_checkpointing": plan.backend == "fsdp2" and plan.grad_ckpt,
+        "parallelism": parallelism,
+    }
+
+
+@dataclass(frozen=True)
+class VllmLayout:
+    """Which GPUs of a node serve vLLM and which train (server mode), and the server's parallelism."""
+
+    train_gpus: str
+    vllm_gpus: str
+    tensor_parallel: int
+    data_parallel: int
+
+
+def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | None:
+    if plan.vllm_mode != "server":
+        return None
+    train = plan.gpus_per_node - plan.vllm_gpus
+    # The trainer takes the first GPUs, vLLM the last: disjoint by construction (TRL requires separate GPUs).
+    train_ids = ",".join(str(i) for i in range(train))
+    vllm_ids = ",".join(str(i) for i in range(train, plan.gpus_per_node))
+    # Tensor parallelism only as far as needed: the bf16 weights should take at most half of a GPU, the rest is KV
+    # cache. Replicas (data parallel) scale generation better than TP for a model that fits (vLLM docs).
+    weights = 2 * model.params
+    tp = 1
+    while (tp < plan.vllm_gpus and weights / tp > 0.5 * target.gpu_memory_bytes and plan.vllm_gpus % (2 * tp) == 0
+           and model.heads % (2 * tp) == 0):
+        tp *= 2
+    return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp,
+                      data_parallel=plan.vllm_gpus // tp)
+
+
+def trainer_beta(plan: Plan) -> float | None:
+    """KL coefficient for GRPO/RLOO: a reference model exists only when beta > 0 (TRL loads none at 0.0)."""
+    if plan.trainer == "grpo":
+        # GRPOConfig default 0.0 (no reference model); DeepSeek-R1 used 0.001 when a KL term is wanted.
+        return 0.001 if plan.ref_model == "copy" else 0.0
+    if plan.trainer == "rloo":
+        # RLOOConfig default 0.05. Full fine-tuning without a reference copy means no KL term; with PEFT the
+        # reference is the base model with the adapter disabled, which costs no memory.
+        return 0.0 if (plan.method == "full" and plan.ref_model != "copy") else 0.05
+    return None
+
+
+# -------------------------------------------------------------------------------------------------- reasons
+
+# Plan field -> (Request field, CLI flag) for "user pin" provenance.
+_PIN_FLAGS: dict[str, tuple[str, str]] = {
+    "trainer": ("trainer", "--trainer"), "method": ("method", "--method"), "lora_r": ("lora_r", "--lora-r"),
+    "backend": ("backend", "--backend"), "zero_stage": ("zero", "--zero"), "offload": ("offload", "--offload"),
+    "offload_device": ("offload_device", "--offload-device"), "precision": ("precision", "--precision"),
+    "seq_len": ("seq_len", "--seq-len"), "micro_batch": ("micro_batch", "--micro-batch"),
+    "grad_accum": ("grad_accum", "--grad-accum"), "grad_ckpt": ("grad_ckpt", "--grad-ckpt"),
+    "liger": ("liger", "--liger"), "attn": ("attn", "--attn"), "packing": ("packing", "--packing"),
+    "sp_size": ("sp_size", "--sp-size"), "cp_size": ("cp_size", "--cp-size"), "nodes": ("nodes", "--nodes"),
+    "gpus_per_node": ("gpus", "--gpus"), "unsloth": ("unsloth", "--unsloth"),
+    "num_generations": ("num_generations", "--num-generations"),
+    "max_completion_len": ("max_completion_len", "--max-completion-len"), "vllm_mode": ("vllm", "--vllm"),
+    "vllm_gpus": ("vllm_gpus", "--vllm-gpus"), "vllm_mem_fraction": ("vllm_mem_fraction", "--vllm-mem-fraction"),
+    "ref_model": ("ref_model", "--ref-model"), "trust_remote_code": ("trust_remote_code", "--trust-remote-code"),
+}
+_BOOL_FLAGS = {"grad_ckpt": "--no-grad-ckpt", "liger": "--no-liger", "packing": "--no-packing"}
+
+
+def _flag_text(knob: str, value) -> str:
+    field, flag = _PIN_FLAGS[knob]
+    if isinstance(value, bool):
+        return flag if value else _BOOL_FLAGS.get(knob, flag)
+    return f"{flag} {value}"
+
+
+def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request: Request | None) -> dict[str, str]:
+    """Why each knob has its value: the planner's own provenance (result["why"]) first, then a user pin, then
+    what is known about the default or the search. One line each, no newlines."""
+    given = result.get("why") or {}
+    pinned = request.pinned() if request is not None else {}
+    searched = "chosen by the plan search: the fastest candidate whose predicted peak fits (README: alternatives)"
+    generating = plan.trainer in GENERATING_TRAINERS
+    peft = plan.method in ("lora", "qlora")
+    derived: dict[str, str] = {
+        "trainer": "the trainer asked for (--trainer; sft when not given)",
+        "method": searched,
+        "lora_r": "TRL ModelConfig default lora_r=16" if peft else "unused: full fine-tuning trains every weight",
+        "lora_alpha": "2 x r, the ratio of TRL's ModelConfig defaults (lora_r 16, lora_alpha 32)" if peft else
+                      "unused: full fine-tuning",
+        "backend": searched,
+        "zero_stage": searched if plan.uses_deepspeed else "0: not a DeepSpeed plan",
+        "offload": searched,
+        "offload_device": searched if plan.offload != "none" else "unused: nothing is offloaded",
+        "precision": dtype_settings(plan)["why"] + (
+            f"; {target.gpu.id} has bf16" if target.gpu.has_bf16 else f"; {target.gpu.id} has no bf16"),
+        "seq_len": "TRL's max_length default (1024)" if plan.seq_len == 1024 else "the requested sequence length",
+        "micro_batch": searched,
+        "grad_accum": searched,
+        "grad_ckpt": searched,
+        "liger": searched,
+        "attn": "sdpa: PyTorch's fused attention, no extra package" if plan.attn == "sdpa" else searched,
+        "packing": searched if plan.trainer == "sft" else "only SFT packs sequences",
+        "sp_size": searched if plan.sp_size > 1 else "1: no sequence parallelism",
+        "cp_size": searched if plan.cp_size > 1 else "1: no context parallelism",
+        "num_processes": (f"one process per training GPU: ({plan.gpus_per_node} - {plan.vllm_gpus} vLLM) x "
+                          f"{plan.nodes} node(s)" if plan.vllm_mode == "server" else
+                          f"one process per GPU: {plan.gpus_per_node} x {plan.nodes} node(s)"),
+        "nodes": f"the target: {target.describe()} ({target.origin})",
+        "gpus_per_node": f"the target: {target.describe()} ({target.origin})",
+        "unsloth": "Unsloth asked for (--unsloth)" if plan.unsloth else "not asked for (--unsloth)",
+        "num_generations": "GRPOConfig/RLOOConfig default" if generating else "unused: this trainer does not sample",
+        "max_completion_len": ("completion part of seq_len (GRPOConfig max_completion_length)" if generating else
+                               "unused: this trainer does not sample"),
+        "vllm_mode": searched if generating else "unused: this trainer does not sample",
+        "vllm_gpus": searched if plan.vllm_mode == "server" else "0: no separate vLLM server",
+        "vllm_mem_fraction": ("fraction of each GPU vLLM reserves next to training (GRPOConfig default 0.3)"
+                              if plan.vllm_mode == "colocate" else "unused: vLLM does not share the training GPUs"),
+        "ref_model": searched,
+        "trust_remote_code": ("asked for (--trust-remote-code)" if plan.trust_remote_code else
+                              "never run code from the model repository unless asked"),
+    }
+    out: dict[str, str] = {}
+    for knob in Plan.__dataclass_fields__:
+        value = getattr(plan, knob)
+        text = given.get(knob)
+        if not text and knob in _PIN_FLAGS and _PIN_FLAGS[knob][0] in pinned and knob != "trainer":
+            text = f"user pin ({_flag_text(knob, value)})"
+        if not text and knob == "grad_accum" and "global_batch" in pinned:
+            text = f"user pin (--global-batch {pinned['global_batch']}) / (micro-batch x data-parallel)"
+        if not text and knob == "num_processes" and ("gpus" in pinned or "nodes" in pinned):
+            text = "user pin (--gpus/--nodes): " + derived["num_processes"]
+        if not text:
+            text = derived.get(knob, searched) if request is not None or knob in _ALWAYS_DERIVED else "plan value"
+        out[knob] = " ".join(str(text).split())
+    return out
+
+
+_ALWAYS_DERIVED = {"lora_alpha", "num_processes", "nodes", "gpus_per_node", "trust_remote_code", "unsloth",
+                   "precision", "offload_device", "zero_stage", "sp_size", "cp_size", "vllm_gpus", "vllm_mem_fraction"}
+
+
+# ------------------------------------------------------------------------------------------- re-create command
+
+def recreate_command(plan: Plan, model: ModelSpec, target: Target, request: Request | None) -> str:
+    """The `trl-advisor generate` line that makes this bundle again: the user's pins, or every knob."""
+    if request is not None:
+        args = ["--model", request.model]
+        for field, value in request.pinned().items():
+            if field in ("model",):
+                continue
+            flag = "--" + field.replace("_", "-")
+            if field == "vllm":
+                flag = "--vllm"
+            if isinstance(value, bool):
+                if field == "trust_remote_code" and not value:
+                    continue
+                args.append(flag if value else "--no-" + field.replace("_", "-"))
+            else:
+                args += [flag, str(value)]
+        return "trl-advisor generate " + " ".join(shlex.quote(a) for a in args)
+    args = ["--model", model.id, "--trainer", plan.trainer, "--method", plan.method, "--gpu", target.gpu.id,
+            "--gpus", str(plan.gpus_per_node), "--nodes", str(plan.nodes), "--backend", plan.backend]
+    if plan.uses_deepspeed:
+        args += ["--zero", str(plan.zero_stage)]
+    args += ["--offload", plan.offload, "--precision", plan.precision, "--seq-len", str(plan.seq_len),
+             "--micro-batch", str(plan.micro_batch), "--grad-accum", str(plan.grad_accum),
+             "--grad-ckpt" if plan.grad_ckpt else "--no-grad-ckpt", "--attn", plan.attn]
+    if plan.method != "full":
+        args += ["--lora-r", str(plan.lora_r)]
+    if plan.offload != "none":
+        args += ["--offload-device", plan.offload_device]
+    if plan.liger:
+        args.append("--liger")
+    if plan.packing:
+        args.append("--packing")
+    if plan.sp_size > 1:
+        args += ["--sp-size", str(plan.sp_size)]
+    if plan.cp_size > 1:
+        args += ["--cp-size", str(plan.cp_size)]
+    if plan.unsloth:
+        args.append("--unsloth")
+    if plan.trainer in GENERATING_TRAINERS:
+        args += ["--num-generations", str(plan.num_generations), "--max-completion-len", str(plan.max_completion_len),
+                 "--vllm", plan.vllm_mode]
+        if plan.vllm_mode == "server":
+            args += ["--vllm-gpus", str(plan.vllm_gpus)]
+        if plan.vllm_mode == "colocate":
+            args += ["--vllm-mem-fraction", str(plan.vllm_mem_fraction)]
+    if plan.trainer in ("dpo", "kto"):
+        args += ["--ref-model", plan.ref_model]
+    return "trl-advisor generate " + " ".join(shlex.quote(a) for a in args)
+
+
+# ------------------------------------------------------------------------------------------------- rendering
+
+_RESULT_KEYS = ("memory", "speed")
+
+
+def _check_result(result: dict) -> None:
+    missing = [k for k in _RESULT_KEYS if k not in result]
+    mem = result.get("memory", {})
+    missing += [f"memory.{k}" for k in ("per_gpu_peak_bytes", "per_gpu_reserved_bytes", "gpu_capacity_bytes",
+                                        "headroom_bytes", "fits", "breakdown_bytes", "host_bytes") if k not in mem]
+    missing += [f"speed.{k}" for k in ("step_seconds", "tokens_per_second", "mfu") if k not in result.get("speed", {})]
+    if missing:
+        raise ValueError(f"render_bundle: the generate result lacks {', '.join(missing)} (CONTRACT.md generate --json)")
+
+
+def default_out_dir(plan: Plan, model: ModelSpec) -> str:
+    """generated/<model-id>-<trainer>-<method>-<n>gpu, n = every GPU of the plan (training and vLLM)."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", model.id.lower()).strip("-") or "model"
+    return f"generated/{name}-{plan.trainer}-{plan.method}-{plan.gpus_per_node * plan.nodes}gpu"
+
+
+def _config_rows(plan: Plan, why: dict[str, str], extra: list[tuple[str, object, str]]) -> str:
+    """The CONFIG dict body of train.py: one `"key": literal,  # why` line per value."""
+    lines = []
+    for knob in Plan.__dataclass_fields__:
+        lines.append(f"    {knob!r}: {getattr(plan, knob)!r},  # {why[knob]}")
+    for key, value, reason in extra:
+        lines.append(f"    {key!r}: {value!r},  # {reason}")
+    return "\n".join(lines)
+
+
+def _alternative_line(alt: dict) -> str:
+    p = alt.get("plan") or {}
+    try:
+        text = Plan(**p).short()
+    except TypeError:
+        keys = ("backend", "zero_stage", "offload", "method", "precision", "micro_batch", "grad_accum", "grad_ckpt",
+                "liger", "sp_size", "cp_size", "vllm_mode")
+        text = ", ".join(f"{k}={p[k]}" for k in keys if k in p)
+    peak = alt.get("per_gpu_peak_bytes")
+    tps = alt.get("tokens_per_second")
+    nums = []
+    if isinstance(peak, (int, float)):
+        nums.append(f"peak {peak / GIB:.1f} GiB")
+    if isinstance(tps, (int, float)):
+        nums.append(f"{tps:,.0f} tokens/s")
+    because = " ".join(str(alt.get("rejected_because", "")).split())
+    return f"{text} ({', '.join(nums)}): {because}" if nums else f"{text}: {because}"
+
+
+def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
+                  request: Request | None = None) -> dict[str, str]:
+    """Every file of the bundle, name -> content. Pure and deterministic."""
+    _check_result(result)
+    why = reasons(plan, model, target, result, request)
+    dtype = dtype_settings(plan)
+    acc = accelerate_settings(plan)
+    layout = vllm_layout(plan, model, target)
+    dataset, dataset_why = DEFAULT_DATASETS[plan.trainer]
+    out_dir = result.get("out") or default_out_dir(plan, model)
+    recreate = recreate_command(plan, model, target, request)
+    pad = pad_to_multiple_of(plan)
+    beta = trainer_beta(plan)
+    extra: list[tuple[str, object, str]] = [
+        ("pad_to_multiple_of", pad,
+         f"Ulysses splits each sequence into sp_size={plan.sp_size} pieces" if plan.sp_size > 1 else
+         f"ring attention needs lengths divisible by 2 x cp_size={plan.cp_size}" if plan.cp_size > 1 else
+         "no sequence/context parallelism: no padding multiple needed"),
+    ]
+    if beta is not None:
+        extra.append(("beta", beta, "KL coefficient: a reference model is loaded only when beta > 0; "
+                      + ("0.001 as DeepSeek-R1 (ref_model copy)" if plan.trainer == "grpo" and beta else
+                         "GRPOConfig default 0.0" if plan.trainer == "grpo" else
+                         "RLOOConfig default 0.05" if beta else "full fine-tuning without a reference copy")))
+    if plan.vllm_mode == "server":
+        extra.append(("vllm_server_host", VLLM_HOST, "launch.sh starts the server on node 0, where the main process runs"))
+        extra.append(("vllm_server_port", VLLM_PORT, "launch.sh passes the same port to `vllm serve`"))
+    if plan.vllm_mode == "colocate":
+        extra.append(("vllm_max_model_length", plan.seq_len, "prompt + completion: the plan's seq_len"))
+    bema = plan.trainer == "dpo" and plan.method == "full" and plan.ref_model == "copy" and not (
+        plan.zero_stage == 3 or plan.backend == "fsdp2")
+    ctx = {
+        "version": __version__,
+        "trl_version": TRL_VERSION,
+        "plan": plan,
+        "plan_dict": plan.to_dict(),
+        "model": model,
+        "target": target,
+        "why": why,
+        "dtype": dtype,
+        "acc": acc,
+        "layout": layout,
+        "dataset": dataset,
+        "dataset_why": dataset_why,
+        "recreate": recreate,
+        "config_rows": _config_rows(plan, why, extra),
+        "pad_to_multiple_of": pad,
+        "beta": beta,
+        "bema": bema,
+        "generating": plan.trainer in GENERATING_TRAINERS,
+        "peft": plan.method in ("lora", "qlora"),
+        "multinode": plan.nodes > 1,
+        "nop2p": target.intra_node_link == "pcie-nop2p" and plan.num_processes > 1,
+        "vllm_host": VLLM_HOST,
+        "vllm_port": VLLM_PORT,
+        "vllm_server_mem": VLLM_SERVER_MEM_FRACTION,
+        "vllm_timeout": VLLM_STARTUP_TIMEOUT_S,
+        "main_process_port": MAIN_PROCESS_PORT,
+        "nvme_path": NVME_PATH,
+        "cpus_per_task": (target.cpu_cores if target.cpu_cores else CPUS_PER_GPU * plan.gpus_per_node),
+        "result": result,
+        "out_dir": out_dir,
+        "alternatives": [_alternative_line(a) for a in result.get("alternatives", [])],
+        "requirements": requirements(plan),
+        "per_node": plan.num_processes // plan.nodes,
+    }
+    env = environment()
+    files: dict[str, str] = {
+        "train.py": env.get_template("train.py.j2").render(ctx),
+        "accelerate.yaml": env.get_template("accelerate.yaml.j2").render(ctx),
+        "launch.sh": env.get_template("launch.sh.j2").render(ctx),
+        "requirements.txt": env.get_template("requirements.txt.j2").render(ctx),
+        "model_config.json": json.dumps(model_config_fields(model), indent=2, sort_keys=True) + "\n",
+    }
+    if plan.uses_deepspeed:
+        files["ds_config.json"] = json.dumps(ds_config(plan), indent=2, sort_keys=True) + "\n"
+    if plan.nodes > 1:
+        files["slurm.sbatch"] = env.get_template("slurm.sbatch.j2").render(ctx)
+    names = sorted([*files, "README.md", "plan.json"])
+    plan_json = {**result, "out": out_dir, "files": names}
+    files["plan.json"] = json.dumps(plan_json, indent=2, sort_keys=True, default=_json_default) + "\n"
+    ctx["files"] = names
+    files["README.md"] = env.get_template("README.md.j2").render(ctx)
+    return {name: files[name] for name in sorted(files, key=_bundle_order)}
+
+
+def _bundle_order(name: str) -> tuple[int, str]:
+    return (BUNDLE_ORDER.index(name) if name in BUNDLE_ORDER else len(BUNDLE_ORDER), name)
+
+
+def _json_default(value):
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    raise TypeError(f"plan.json: {type(value).__name__} is not JSON serialisable")
+
+
+# --------------------------------------------------------------------------------------------------- writing
+
+_EXECUTABLE = {"launch.sh", "slurm.sbatch", "train.py"}
+
+
+def write_bundle(files: dict[str, str], out_dir: str, *, force: bool) -> list[str]:
+    """Write every file into out_dir at once: a temporary sibling folder is filled, then renamed into place.
+
+    An existing non-empty out_dir is refused without `force`; with `force` the old folder is renamed aside and
+    deleted only after the new one is in place. Any failure leaves no partial folder and the old one intact.
+    Returns the written paths (out_dir/name), in bundle order.
+    """
+    target = Path(out_dir)
+    if target.exists() and not target.is_dir():
+        raise OutputExistsError(f"{out_dir} exists and is not a folder", hint="choose another --out")
+    existing = target.is_dir() and any(target.iterdir())
+    if existing and not force:
+        raise OutputExistsError(f"{out_dir} already exists and is not empty",
+                                hint="pass --force to replace it, or choose another --out")
+    for name in files:
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise ValueError(f"write_bundle: {name!r} is not a plain file name")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    aside: Path | None = None
+    try:
+        for name, content in files.items():
+            path = staging / name
+            with open(path, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(path, 0o755 if name in _EXECUTABLE else 0o644)
+        os.chmod(staging, 0o755)
+        if target.exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.rmdir(aside)
+            os.rename(target, aside)
+        try:
+            os.rename(staging, target)
+        except BaseException:
+            if aside is not None:
+                os.rename(aside, target)  # put the old bundle back
+                aside = None
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+    return [str(target / name) for name in files]
+
+
+# ------------------------------------------------------------------------------------------ reference bundles
+
+REFERENCE_DIR = "generated/reference"
+
+REFERENCE_SCENARIOS: dict[str, list[str]] = {
+    "sft-8b-qlora-1x4090": ["--model", "8B", "--trainer", "sft", "--method", "qlora", "--gpu", "RTX-4090",
+                            "--gpus", "1"],
+    "sft-8b-full-1xh100": ["--model", "8B", "--trainer", "sft", "--method", "full", "--gpu", "H100-80GB",
+                           "--gpus", "1"],
+    "sft-70b-8xh100": ["--model", "70B", "--trainer", "sft", "--gpu", "H100-80GB", "--gpus", "8"],
+    "sft-8b-128k-ulysses-8xh100": ["--model", "8B", "--trainer", "sft", "--seq-len", "131072", "--sp-size", "8",
+                                   "--attn", "flash_attention_2", "--gpu", "H100-80GB", "--gpus", "8"],
+    "dpo-8b-lora-2xa100": ["--model", "8B", "--trainer", "dpo", "--method", "lora", "--gpu", "A100-80GB",
+                           "--gpus", "2"],
+    "grpo-7b-vllm-server-8xh100": ["--model", "7B", "--trainer", "grpo", "--vllm", "server", "--gpu", "H100-80GB",
+                                   "--gpus", "8"],
+    "grpo-1.5b-vllm-colocate-1xh100": ["--model", "1.5B", "--trainer", "grpo", "--vllm", "colocate",
+                                       "--gpu", "H100-80GB", "--gpus", "1"],
+    "sft-70b-2x8xh100-slurm": ["--model", "70B", "--trainer", "sft", "--gpu", "H100-80GB", "--gpus", "8",
+                               "--nodes", "2"],
+}
+"""Canonical scenarios as `trl-advisor generate` arguments; their bundles live in generated/reference/<name>/."""
+
+
+def generate_reference(name: str, cwd: str | Path) -> subprocess.CompletedProcess:
+    """Run `trl-advisor generate <scenario> --out generated/reference/<name> --force` in cwd (relative --out, so
+    plan.json's "out" is the same wherever it runs)."""
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(repo) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "advisor", "generate", *REFERENCE_SCENARIOS[name],
+           "--out", f"{REFERENCE_DIR}/{name}", "--force"]
+    return subprocess.run(cmd, cwd=str(cwd), env=env, capture_output=True, text=True)
+
+
+def regen_references(names: list[str] | None = None) -> int:
+    repo = Path(__file__).resolve().parent.parent
+    status = 0
+    for name in names or list(REFERENCE_SCENARIOS):
+        proc = generate_reference(name, repo)
+        if proc.returncode != 0:
+            sys.stderr.write(f"{name}: trl-advisor generate failed ({proc.returncode}):\n{proc.stderr}\n")
+            status = 1
+        else:
+            sys.stderr.write(f"{name}: wrote {REFERENCE_DIR}/{name}\n")
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m advisor.generate",
+                                     description="Maintenance commands for the bundle generator.")
+    parser.add_argument("--regen-references", nargs="*", metavar="NAME",
+                        help=f"rewrite {REFERENCE_DIR}/<name>/ (all scenarios when no name is given)")
+    args = parser.parse_args(argv)
+    if args.regen_references is None:
+        parser.print_help(sys.stderr)
+        return 2
+    unknown = [n for n in args.regen_references if n not in REFERENCE_SCENARIOS]
+    if unknown:
+        raise AdvisorError(f"unknown reference scenario {unknown[0]!r}",
+                           hint="one of: " + ", ".join(REFERENCE_SCENARIOS))
+    return regen_references(args.regen_references or None)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,719 @@
+"""One benchmark configuration, run in its own process: build the model, train a few steps, measure.
+
+`run_config(row, ctx)` is the whole child. The parent (bench.runner) calls it in a forked process, so the training
+stack is imported once and every configuration still starts with a fresh CUDA context and fresh peak counters;
+`python -m bench.worker --job FILE` runs the same function in a fresh interpreter (the fallback when forking is
+unsafe). Nothing here imports torch at module import time: the DeepSpeed config and the checkpoint keys are
+plain-Python and tested on CPU.
+
+What each configuration does, and why:
+- Model: random weights from the catalogue architecture, built directly on the GPU (`from_config` under
+  `torch.device`), in bf16 for precision "bf16" and in fp32 for "bf16-mixed" (TRL's bf16=True then autocasts).
+- QLoRA: quantisation happens only in `from_pretrained`, so a bf16 random model is saved once per architecture to
+  a checkpoint folder (shared by later rows, removed by the parent) and loaded with a BitsAndBytesConfig.
+- DeepSpeed: the model is built on the GPU before the TRL config exists, so no `zero.Init` runs; the Trainer's
+  DeepSpeed integration converts (ZeRO-3: partitions) the ready model. With one process a partition is the whole
+  tensor, so the steady state matches a `zero.Init` load; only the load-time peak could differ.
+- DPO full: TRL would load the reference model by the policy's name, which a model built from a config lacks, so
+  an explicit copy (`copy.deepcopy`) is passed as `ref_model`. DPO LoRA passes none (adapters disabled = reference).
+- GRPO with beta > 0: TRL always loads its reference model by name (`create_model_from_path`), so the policy is
+  saved to a checkpoint folder first and its config points there. Generation on random weights is kept from
+  crashing and from stopping early: `top_k=50`, `generation_kwargs={"min_new_tokens": C,
+  "remove_invalid_values": True}` (every completion is exactly max_completion_len tokens; NaN/inf logits, if any,
+  are replaced before sampling).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import os
+import random
+import resource
+import shutil
+import socket
+import statistics
+import sys
+import time
+import traceback
+from typing import Any
+
+GIB = 1 << 30
+
+LORA_ALPHA = 32
+LORA_DROPOUT = 0.05
+"""TRL's ModelConfig defaults (what `trl sft --use_peft` gives); dropout > 0 keeps extra activations per adapter."""
+
+GRPO_TOP_K = 50
+GRPO_MEASURED_STEPS = 2
+"""GRPO steps are dominated by token-by-token generation; two measured steps keep its rows affordable."""
+
+# Resolved TrainingArguments / TRL config values every record keeps (whatever exists on the config class).
+RESOLVED_ARG_KEYS = (
+    "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing",
+    "gradient_checkpointing_kwargs", "bf16", "fp16", "tf32", "use_liger_kernel", "liger_kernel_config", "optim",
+    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+    "lr_scheduler_type", "warmup_steps", "max_steps", "seed", "dataloader_num_workers", "use_cpu",
+    "torch_empty_cache_steps", "max_length", "packing", "padding_free", "pad_to_multiple_of", "loss_type",
+    "completion_only_loss", "beta", "precompute_ref_log_probs", "num_generations", "max_completion_length",
+    "generation_batch_size", "steps_per_generation", "num_iterations", "temperature", "top_k", "top_p",
+    "generation_kwargs", "scale_rewards", "disable_dropout", "remove_unused_columns", "activation_offloading",
+    "use_vllm", "ds3_gather_for_generation",
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Plain-Python pieces (no torch): tested on CPU.
+# ---------------------------------------------------------------------------------------------------------------
+
+def measured_steps(row: dict, steps: int) -> int:
+    return min(steps, GRPO_MEASURED_STEPS) if row["trainer"] == "grpo" else steps
+
+
+def deepspeed_config(row: dict) -> dict | None:
+    """The ds_config dict passed as TrainingArguments(deepspeed=...). "auto" values are filled by transformers'
+    HfTrainerDeepSpeedConfig from the TrainingArguments, so they can never disagree with them.
+
+    The optimizer block asks DeepSpeed for its own AdamW (FusedAdam on the GPU, DeepSpeedCPUAdam when the optimizer
+    is offloaded): the usual Hugging Face DeepSpeed setup, and the only one ZeRO-Offload accepts by default
+    (`zero_force_ds_cpu_optimizer`). No scheduler block: the Trainer's own scheduler is used.
+    """
+    if row["backend"] != "deepspeed":
+        return None
+    zero: dict[str, Any] = {
+        "stage": row["zero"],
+        "contiguous_gradients": True,
+        "overlap_comm": row["zero"] == 3,  # DeepSpeed's own default per stage (DeepSpeedZeroConfig)
+        "reduce_bucket_size": "auto",
+    }
+    if row["zero"] == 3:
+        zero.update({
+            "stage3_prefetch_bucket_size": "auto",
+            "stage3_param_persistence_threshold": "auto",
+            "stage3_gather_16bit_weights_on_model_save": False,
+        })
+    if row["offload"] == "optimizer":
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    return {
+        "train_micro_batch_size_per_gpu": "auto",
+        "train_batch_size": "auto",
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
+        "optimizer": {"type": "AdamW",
+                      "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+        "zero_optimization": zero,
+        "steps_per_print": 1_000_000,  # keep DeepSpeed's own progress lines out of the log
+        "wall_clock_breakdown": False,
+    }
+
+
+def ds_ops_needed(row: dict) -> list[str]:
+    """JIT-compiled DeepSpeed ops a row loads (the parent builds them ahead, in the background)."""
+    if row["backend"] != "deepspeed":
+        return []
+    return ["cpu_adam"] if row["offload"] == "optimizer" else ["fused_adam"]
+
+
+def ckpt_keys(row: dict) -> list[str]:
+    """Checkpoint folders a row reads (and writes when missing), so the parent can delete each after its last use."""
+    keys = []
+    if row["method"] == "qlora":
+        keys.append(f"{row['model']}-bf16")
+    if row["trainer"] == "grpo" and row["method"] == "full" and (row.get("beta") or 0) > 0:
+        keys.append(f"{row['model']}-{'fp32' if row['precision'] == 'bf16-mixed' else 'bf16'}")
+    return keys
+
+
+def nominal_tokens_per_step(row: dict) -> int:
+    """Tokens in one optimizer step's forward passes: DPO runs chosen and rejected, GRPO counts completions."""
+    seqs = row["micro_batch"] * row["grad_accum"] * (2 if row["trainer"] == "dpo" else 1)
+    return seqs * row["seq_len"]
+
+
+def dataset_lengths(row: dict) -> dict[str, int]:
+    """Token lengths of one synthetic sample. DPO: prompt + chosen = prompt + rejected = seq_len, EOS included
+    (TRL appends it to each completion). GRPO: prompt + max_completion_len = seq_len."""
+    s = row["seq_len"]
+    if row["trainer"] == "dpo":
+        completion = s // 2
+        return {"prompt": s - completion, "completion": completion}
+    if row["trainer"] == "grpo":
+        c = row["max_completion_len"]
+        return {"prompt": s - c, "completion": c}
+    return {"input_ids": s}
+
+
+def n_samples(row: dict, total_steps: int) -> int:
+    per_step = row["micro_batch"] * row["grad_accum"]
+    if row["trainer"] == "grpo":
+        # each prompt is repeated num_generations times by TRL's sampler
+        return max(1, per_step // row["num_generations"]) * total_steps
+    return per_step * total_steps
+
+
+def special_ids(vocab: int) -> dict[str, int]:
+    """Special tokens sit at the top of the model's vocabulary; data words use ids below them."""
+    return {"unk": vocab - 4, "bos": vocab - 3, "pad": vocab - 2, "eos": vocab - 1}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | set):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float):
+        return x if math.isfinite(x) else repr(x)
+    if x is None or isinstance(x, bool | int | str):
+        return x
+    if hasattr(x, "value") and isinstance(getattr(x, "value"), str | int):  # enums
+        return x.value
+    return str(x)
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """First line of the message, the last traceback frame, and the last few frames for context."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = None
+    if frames:
+        f = frames[-1]
+        where = f"{f.filename}:{f.lineno} in {f.name}: {f.line}"
+    text = str(exc).strip().splitlines()
+    return {
+        "error": f"{type(exc).__name__}: {text[0] if text else ''}",
+        "error_where": where,
+        "error_trace": [f"{f.filename}:{f.lineno} in {f.name}" for f in frames[-6:]],
+    }
+
+
+def is_oom(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    return name == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
+class Recorder:
+    """The record under construction. Written to `partial_path` at each phase and step, so a configuration killed
+    by the parent's timeout still reports what it measured."""
+
+    def __init__(self, partial_path: str | None):
+        self.partial_path = partial_path
+        self.result: dict[str, Any] = {"status": "error", "phase": "start", "memory": {}, "timing": {},
+                                       "model": {}, "resolved": {}, "data": {}, "loss": {}}
+
+    def phase(self, name: str) -> None:
+        self.result["phase"] = name
+        self.result.setdefault("phase_started", {})[name] = round(time.monotonic() - self.t0, 3)
+        self.flush()
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+
+    def flush(self) -> None:
+        if not self.partial_path:
+            return
+        tmp = f"{self.partial_path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(_jsonable(self.result), f)
+        os.replace(tmp, self.partial_path)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The child (imports the training stack inside functions).
+# ---------------------------------------------------------------------------------------------------------------
+
+def _nvml_handle():
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+    except Exception:  # no NVML: the NVML fields stay null
+        return None, None
+
+
+def _nvml_used(nvml) -> int | None:
+    mod, h = nvml
+    if h is None:
+        return None
+    try:
+        return int(mod.nvmlDeviceGetMemoryInfo(h).used)
+    except Exception:
+        return None
+
+
+def build_tokenizer(vocab: int):
+    """A word-level tokenizer over the whole model vocabulary: "t<i>" is token i, specials at the top. Words are
+    split on whitespace only, and the specials are registered as special tokens, so "t5<eos>" is two tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    sid = special_ids(vocab)
+    words = {f"t{i}": i for i in range(sid["unk"])}
+    words.update({"<unk>": sid["unk"], "<bos>": sid["bos"], "<pad>": sid["pad"], "<eos>": sid["eos"]})
+    tk = Tokenizer(models.WordLevel(vocab=words, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<bos>", eos_token="<eos>",
+                                   pad_token="<pad>")
+
+
+def build_dataset(row: dict, vocab: int, total_steps: int, seed: int = 0):
+    """Synthetic data of exactly the row's token counts (see dataset_lengths)."""
+    from datasets import Dataset
+
+    rng = random.Random(seed)
+    top = special_ids(vocab)["unk"]
+    n = n_samples(row, total_steps)
+    lens = dataset_lengths(row)
+
+    def words(k: int) -> str:
+        return " ".join(f"t{rng.randrange(top)}" for _ in range(k))
+
+    if row["trainer"] == "sft":
+        return Dataset.from_dict({"input_ids": [[rng.randrange(top) for _ in range(lens["input_ids"])]
+                                                for _ in range(n)]})
+    if row["trainer"] == "dpo":
+        c = lens["completion"] - 1  # TRL appends "<eos>" to chosen and rejected
+        # completions start with a space: TRL tokenizes prompt + completion as one string
+        return Dataset.from_dict({"prompt": [words(lens["prompt"]) for _ in range(n)],
+                                  "chosen": [" " + words(c) for _ in range(n)],
+                                  "rejected": [" " + words(c) for _ in range(n)]})
+    return Dataset.from_dict({"prompt": [words(lens["prompt"]) for _ in range(n)]})
+
+
+def distinct_words_reward(completions, **kwargs) -> list[float]:
+    """A cheap reward that varies between completions (so advantages are not all zero)."""
+    return [float(len(set(c.split())) % 7) for c in completions]
+
+
+def _count_params(model) -> tuple[int, int]:
+    """(total, trainable), counting ZeRO-3 partitioned params by ds_numel and 4-bit params by their real shape."""
+    total = trainable = 0
+    seen = set()
+    for p in model.parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if hasattr(p, "ds_numel"):
+            n = int(p.ds_numel)
+        elif getattr(p, "quant_state", None) is not None:
+            n = int(p.quant_state.shape.numel())
+        else:
+            n = p.numel()
+        total += n
+        if p.requires_grad:
+            trainable += n
+    return total, trainable
+
+
+def _optimizer_info(trainer) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    opt = getattr(trainer, "optimizer", None)
+    engine = getattr(trainer, "model_wrapped", None)
+    basic = getattr(engine, "basic_optimizer", None)
+    if basic is not None:
+        info["deepspeed_wrapper"] = type(getattr(engine, "optimizer", None)).__name__
+        inner = basic
+    else:
+        inner = getattr(opt, "optimizer", opt)
+    info["class"] = type(inner).__name__ if inner is not None else None
+    try:
+        for st in inner.state.values():
+            if "exp_avg" in st:
+                info["exp_avg_dtype"] = str(st["exp_avg"].dtype)
+                info["exp_avg_device"] = str(st["exp_avg"].device)
+                break
+    except Exception:
+        pass
+    return info
+
+
+def _ensure_checkpoint(root: str, key: str, save) -> tuple[str, bool]:
+    """A saved random-weight model under root/key, written once (atomically) and reused by later rows."""
+    path = os.path.join(root, key)
+    if os.path.exists(os.path.join(path, ".complete")):
+        return path, False
+    tmp = f"{path}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save(tmp)
+    open(os.path.join(tmp, ".complete"), "w").close()
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(tmp, path)
+    return path, True
+
+
+def run_config(row: dict, ctx: dict) -> dict:
+    """Run one configuration; always returns a record (status ok / oom / error), never raises."""
+    rec = Recorder(ctx.get("partial_path"))
+    rec.start()
+    res = rec.result
+    res["device"] = ctx.get("device", "cuda")
+    state: dict[str, Any] = {}
+    try:
+        _run(row, ctx, rec, state)
+        res["status"] = "ok"
+    except BaseException as exc:  # noqa: BLE001 - a record must come back whatever happened
+        res.update(error_fields(exc))
+        res["status"] = "oom" if is_oom(exc) else "error"
+        res["failed_phase"] = res.get("phase")
+        torch = sys.modules.get("torch")
+        if torch is not None and res["device"] == "cuda" and torch.cuda.is_initialized():
+            # the peak since the last reset: how far this phase got before it failed
+            mem = res["memory"]
+            with contextlib.suppress(Exception):
+                mem["failed_phase_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+                mem["failed_phase_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+                mem["peak_allocated_bytes"] = max(mem.get("peak_allocated_bytes") or 0,
+                                                  mem["failed_phase_peak_allocated_bytes"])
+                mem["peak_reserved_bytes"] = max(mem.get("peak_reserved_bytes") or 0,
+                                                 mem["failed_phase_peak_reserved_bytes"])
+    finally:
+        res["child_seconds"] = round(time.monotonic() - rec.t0, 3)
+        res["host_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        rec.flush()
+    return _jsonable(res)
+
+
+def _run(row: dict, ctx: dict, rec: Recorder, state: dict) -> None:
+    res = rec.result
+    device = ctx.get("device", "cuda")
+    cuda = device == "cuda"
+    steps, warmup = int(ctx.get("steps", 3)), int(ctx.get("warmup", 1))
+    steps = measured_steps(row, steps)
+    total_steps = warmup + steps
+    arch = row["arch"]
+
+    rec.phase("import")
+    import torch
+    import transformers
+    import trl
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
+    from bench.models import hf_config
+
+    transformers.logging.set_verbosity_warning()
+
+    ds_cfg = deepspeed_config(row)
+    if ds_cfg is not None:
+        # one process, rank 0: what a launcher would set; the port is free so that back-to-back rows never clash
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+
+    rec.phase("cuda_init")
+    nvml = (None, None)
+    mem = res["memory"]
+    if cuda:
+        torch.cuda.set_device(0)
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # creates the context now, not inside a measured phase
+        torch.cuda.synchronize()
+        nvml = _nvml_handle()
+        mem["nvml_used_after_context_bytes"] = _nvml_used(nvml)
+        props = torch.cuda.get_device_properties(0)
+        res["gpu"] = {"name": props.name, "total_bytes": int(props.total_memory),
+                      "capability": f"{props.major}.{props.minor}"}
+        with contextlib.suppress(Exception):
+            res["gpu"]["driver"] = nvml[0].nvmlSystemGetDriverVersion() if nvml[0] else None
+
+    rec.phase("data")
+    torch.manual_seed(0)
+    vocab = arch["vocab"]
+    tok = build_tokenizer(vocab)
+    dataset = build_dataset(row, vocab, total_steps)
+    res["data"]["samples"] = len(dataset)
+    res["data"]["nominal"] = dataset_lengths(row)
+
+    rec.phase("build")
+    t_build = time.monotonic()
+    dtype = torch.float32 if row["precision"] == "bf16-mixed" else torch.bfloat16
+    cfg = hf_config(arch, special_ids=special_ids(vocab))
+    cfg_ckpt_root = ctx.get("ckpt_dir") or os.path.join(ctx.get("workdir", "/tmp"), "ckpt")
+    os.makedirs(cfg_ckpt_root, exist_ok=True)
+    build_how = f"from_config on {device}, dtype {str(dtype).removeprefix('torch.')}, random weights"
+    ref_model = None
+    peft_config = None
+
+    def save_random(path: str, save_dtype) -> None:
+        torch.manual_seed(0)
+        with torch.device(device):
+            m = AutoModelForCausalLM.from_config(cfg, dtype=save_dtype, attn_implementation="sdpa")
+        m.save_pretrained(path)
+        del m
+        if cuda:
+            torch.cuda.empty_cache()
+
+    if row["method"] == "qlora":
+        from transformers import BitsAndBytesConfig
+
+        t0 = time.monotonic()
+        path, wrote = _ensure_checkpoint(cfg_ckpt_root, f"{row['model']}-bf16",
+                                         lambda p: save_random(p, torch.bfloat16))
+        res["model"]["checkpoint_saved_seconds"] = round(time.monotonic() - t0, 3) if wrote else None
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()  # the bf16 model built only to be saved is not part of the load
+        bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                 bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)
+        t0 = time.monotonic()
+        model = AutoModelForCausalLM.from_pretrained(path, quantization_config=bnb, dtype=torch.bfloat16,
+                                                     device_map={"": 0} if cuda else None,
+                                                     attn_implementation="sdpa")
+        res["model"]["load_seconds"] = round(time.monotonic() - t0, 3)
+        build_how = "from_pretrained(saved random bf16 checkpoint, BitsAndBytesConfig nf4 + double quant)"
+        res["resolved"]["quantization"] = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+                                           "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16",
+                                           "bnb_4bit_quant_storage": "bfloat16",
+                                           "prepare_model_for_kbit_training": False}
+    else:
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation="sdpa")
+    if row["method"] in ("lora", "qlora"):
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=row["lora_r"], lora_alpha=LORA_ALPHA, lora_dropout=LORA_DROPOUT,
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
+        res["resolved"]["lora"] = {"r": row["lora_r"], "lora_alpha": LORA_ALPHA, "lora_dropout": LORA_DROPOUT,
+                                   "target_modules": "all-linear"}
+    if row["trainer"] == "dpo" and row.get("ref_model") == "copy":
+        ref_model = copy.deepcopy(model)
+        res["resolved"]["ref_model"] = "explicit deepcopy of the policy (same dtype, same device)"
+    elif row["trainer"] == "dpo":
+        res["resolved"]["ref_model"] = "none (PEFT: adapters disabled)"
+    if row["trainer"] == "grpo" and (row.get("beta") or 0) > 0 and row["method"] == "full":
+        key = f"{row['model']}-{'fp32' if dtype == torch.float32 else 'bf16'}"
+        t0 = time.monotonic()
+        path, wrote = _ensure_checkpoint(cfg_ckpt_root, key, model.save_pretrained)
+        res["model"]["checkpoint_saved_seconds"] = round(time.monotonic() - t0, 3) if wrote else None
+        model.config._name_or_path = path  # TRL loads the reference model from here (create_model_from_path)
+        res["resolved"]["ref_model"] = "loaded by GRPOTrainer from a saved checkpoint (device_map auto)"
+    if cuda:
+        torch.cuda.synchronize()
+        mem["after_build_allocated_bytes"] = torch.cuda.memory_allocated()
+        mem["load_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        mem["load_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        mem["peak_allocated_bytes"] = mem["load_peak_allocated_bytes"]
+        mem["peak_reserved_bytes"] = mem["load_peak_reserved_bytes"]
+        torch.cuda.reset_peak_memory_stats()
+    res["model"].update(build=build_how, dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+                        attn_implementation=getattr(model.config, "_attn_implementation", None),
+                        model_type=model.config.model_type, config_class=type(cfg).__name__,
+                        build_seconds=round(time.monotonic() - t_build, 3),
+                        zero3_init="none: the model is built before the DeepSpeed config exists; the Trainer's "
+                                   "DeepSpeed integration partitions it" if ds_cfg and row["zero"] == 3 else None)
+
+    rec.phase("trainer_init")
+    t_init = time.monotonic()
+    common: dict[str, Any] = dict(
+        output_dir=os.path.join(ctx.get("workdir", "/tmp"), "out-" + row["name"]),
+        max_steps=total_steps,
+        per_device_train_batch_size=row["micro_batch"],
+        gradient_accumulation_steps=row["grad_accum"],
+        gradient_checkpointing=row["grad_ckpt"],
+        bf16=True,
+        use_liger_kernel=row["liger"],
+        report_to="none",
+        save_strategy="no",
+        # every step goes to trainer.state.log_history (no reporter): it is where the loss values come from
+        logging_strategy="steps",
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
+        use_cpu=not cuda,
+    )
+    if ds_cfg is not None:
+        common["deepspeed"] = copy.deepcopy(ds_cfg)
+    timing = res["timing"]
+    callback = _make_callback(TrainerCallback, torch, cuda, nvml, rec, warmup)
+    trainer_kwargs: dict[str, Any] = dict(model=model, train_dataset=dataset, processing_class=tok,
+                                          callbacks=[callback])
+    if peft_config is not None:
+        trainer_kwargs["peft_config"] = peft_config
+    if row["trainer"] == "sft":
+        args = trl.SFTConfig(**common, max_length=row["seq_len"], packing=False)
+        trainer = trl.SFTTrainer(args=args, **trainer_kwargs)
+    elif row["trainer"] == "dpo":
+        args = trl.DPOConfig(**common, max_length=row["seq_len"])
+        trainer = trl.DPOTrainer(ref_model=ref_model, args=args, **trainer_kwargs)
+    elif row["trainer"] == "grpo":
+        c = row["max_completion_len"]
+        args = trl.GRPOConfig(**common, max_completion_length=c, num_generations=row["num_generations"],
+                              beta=float(row["beta"] or 0.0), top_k=GRPO_TOP_K,
+                              generation_kwargs={"min_new_tokens": c, "remove_invalid_values": True})
+        trainer = trl.GRPOTrainer(reward_funcs=distinct_words_reward, args=args, **trainer_kwargs)
+    else:
+        raise ValueError(f"unknown trainer {row['trainer']!r}")
+    del model, ref_model
+    timing["trainer_init_seconds"] = round(time.monotonic() - t_init, 3)
+    res["resolved"]["trainer_class"] = type(trainer).__name__
+    res["resolved"]["config_class"] = type(args).__name__
+    res["resolved"]["args"] = {k: getattr(args, k) for k in RESOLVED_ARG_KEYS if hasattr(args, k)}
+    _record_data(row, trainer, tok, res)
+
+    rec.phase("train_setup")
+    t_train = time.monotonic()
+    trainer.train()
+    timing["train_seconds"] = round(time.monotonic() - t_train, 3)
+    if cuda:
+        torch.cuda.synchronize()
+
+    rec.phase("collect")
+    total, trainable = _count_params(trainer.model)
+    res["model"]["params"] = total
+    res["model"]["trainable_params"] = trainable
+    res["model"]["params_expected"] = arch.get("params")
+    res["resolved"]["optimizer"] = _optimizer_info(trainer)
+    res["resolved"]["args"]["gradient_checkpointing_kwargs"] = trainer.args.gradient_checkpointing_kwargs
+    if ds_cfg is not None:
+        hf_ds = getattr(trainer.args, "hf_deepspeed_config", None)
+        res["resolved"]["deepspeed"] = copy.deepcopy(getattr(hf_ds, "config", None))
+    if row["trainer"] == "grpo":
+        res["resolved"]["generation_kwargs_used"] = getattr(trainer, "generation_kwargs", None)
+        res["resolved"]["ref_model_loaded"] = getattr(trainer, "ref_model", None) is not None
+    history = [h for h in trainer.state.log_history if isinstance(h, dict)]
+    losses = [h["loss"] for h in history if "loss" in h]
+    res["loss"] = {"values": losses, "finite": bool(losses) and all(math.isfinite(v) for v in losses)}
+    res["log_history"] = history
+    step_s = timing.get("step_seconds", [])[warmup:]
+    timing["measured_steps"] = len(step_s)
+    timing["median_step_seconds"] = statistics.median(step_s) if step_s else None
+    tokens = nominal_tokens_per_step(row)
+    timing["tokens_per_step"] = tokens
+    if timing["median_step_seconds"]:
+        timing["tokens_per_second"] = tokens / timing["median_step_seconds"]
+    if cuda:
+        mem["end_allocated_bytes"] = torch.cuda.memory_allocated()
+        mem["torch_total_bytes"] = int(torch.cuda.get_device_properties(0).total_memory)
+        with contextlib.suppress(Exception):
+            mem["nvml_total_bytes"] = int(nvml[0].nvmlDeviceGetMemoryInfo(nvml[1]).total) if nvml[1] else None
+
+
+def _record_data(row: dict, trainer, tok, res: dict) -> None:
+    """Token counts as TRL prepared them (not as intended): proves each sample is exactly seq_len tokens."""
+    data = res["data"]
+    try:
+        first = trainer.train_dataset[0]
+        if row["trainer"] == "sft":
+            data["sample_tokens"] = len(first["input_ids"])
+        elif row["trainer"] == "dpo":
+            p = len(first["prompt_ids"])
+            data["prompt_tokens"] = p
+            data["chosen_tokens"] = p + len(first["chosen_ids"])
+            data["rejected_tokens"] = p + len(first["rejected_ids"])
+            data["sample_tokens"] = max(data["chosen_tokens"], data["rejected_tokens"])
+        else:
+            data["prompt_tokens"] = len(tok(first["prompt"], add_special_tokens=False)["input_ids"])
+            data["sample_tokens"] = data["prompt_tokens"] + row["max_completion_len"]
+    except Exception as exc:  # recording must not fail the run
+        data["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int):
+    """Per-step wall time (synchronised at both ends) and peak memory per phase and per optimizer step.
+
+    Peak counters are reset after the model is built, at train begin (after the DeepSpeed engine and optimizer
+    exist) and at each step begin, so the record separates load, setup and step peaks; their maximum is what one
+    unreset torch.cuda.max_memory_allocated() would have shown.
+    """
+    res = rec.result
+    mem, timing = res["memory"], res["timing"]
+    timing.setdefault("step_seconds", [])
+    timing.setdefault("iter_seconds", [])
+
+    class BenchCallback(base):
+        def on_train_begin(self, args, state, control, **kwargs):
+            if cuda:
+                torch.cuda.synchronize()
+                mem["setup_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+                mem["setup_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+                mem["after_setup_allocated_bytes"] = torch.cuda.memory_allocated()
+                mem["peak_allocated_bytes"] = max(mem.get("peak_allocated_bytes", 0), mem["setup_peak_allocated_bytes"])
+                mem["peak_reserved_bytes"] = max(mem.get("peak_reserved_bytes", 0), mem["setup_peak_reserved_bytes"])
+                torch.cuda.reset_peak_memory_stats()
+            rec.phase("train")
+            self.t_last = time.perf_counter()
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if cuda:
+                torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            timing["step_seconds"].append(t1 - self.t0)
+            timing["iter_seconds"].append(t1 - self.t_last)  # includes data fetch and logging of the last step
+            self.t_last = t1
+            if cuda:
+                a, r = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+                mem.setdefault("step_peak_allocated_bytes", []).append(a)
+                mem.setdefault("step_peak_reserved_bytes", []).append(r)
+                mem["train_peak_allocated_bytes"] = max(mem.get("train_peak_allocated_bytes", 0), a)
+                mem["train_peak_reserved_bytes"] = max(mem.get("train_peak_reserved_bytes", 0), r)
+                mem["peak_allocated_bytes"] = max(mem.get("peak_allocated_bytes", 0), a)
+                mem["peak_reserved_bytes"] = max(mem.get("peak_reserved_bytes", 0), r)
+                used = _nvml_used(nvml)
+                if used is not None:
+                    mem["nvml_used_peak_bytes"] = max(mem.get("nvml_used_peak_bytes", 0), used)
+            res["steps_done"] = len(timing["step_seconds"])
+            rec.flush()
+
+    return BenchCallback()
+
+
+def prebuild_ops(names: list[str]) -> dict[str, float]:
+    """JIT-build DeepSpeed ops (nvcc + ninja) ahead of the rows that load them; CPU work only, no CUDA context."""
+    from deepspeed.ops.op_builder import CPUAdamBuilder, FusedAdamBuilder
+
+    builders = {"fused_adam": FusedAdamBuilder, "cpu_adam": CPUAdamBuilder}
+    out = {}
+    for n in names:
+        t0 = time.monotonic()
+        builders[n]().load(verbose=False)
+        out[n] = round(time.monotonic() - t0, 1)
+        print(f"built {n} in {out[n]} s", flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fresh-interpreter entry point (the parent's fallback when forking after the imports is not safe).
+# ---------------------------------------------------------------------------------------------------------------
+
+def resolve_callable(spec: str):
+    module, _, attr = spec.partition(":")
+    import importlib
+
+    return getattr(importlib.import_module(module), attr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m bench.worker", description="run one benchmark job file")
+    p.add_argument("--job", required=True, help="JSON: {row, ctx, result_path, child, sys_path}")
+    a = p.parse_args(argv)
+    with open(a.job) as f:
+        job = json.load(f)
+    for d in reversed(job.get("sys_path") or []):
+        sys.path.insert(0, d)
+    fn = resolve_callable(job.get("child") or "bench.worker:run_config")
+    result = fn(job["row"], job["ctx"])
+    tmp = job["result_path"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, job["result_path"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The launcher context from environment variables: a SLURM allocation, a torchrun-style launch.
+
+Values are parsed defensively: a malformed variable gives None and a note, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from hw_probe.model import ClusterInfo
+
+
+def _first(environ: Mapping[str, str], *names: str) -> tuple[str, str] | None:
+    """(name, value) of the first variable that is set and not empty."""
+    for name in names:
+        value = environ.get(name)
+        if value is not None and value.strip() and value.strip() != "(null)":
+            return name, value.strip()
+    return None
+
+
+def _int(environ: Mapping[str, str], notes: list[str], *names: str) -> int | None:
+    found = _first(environ, *names)
+    if found is None:
+        return None
+    name, value = found
+    if re.fullmatch(r"\d+", value):
+        return int(value)
+    notes.append(f"{name}={value!r} is not a whole number; ignored")
+    return None
+
+
+def parse_gpu_count(value: str) -> int | None:
+    """SLURM GPU counts: `8`, `h100:8`, `gpu:h100:8`, or several types `a100:2,v100:2` (summed).
+    None when any part has no count."""
+    total = 0
+    for part in value.split(","):
+        match = re.match(r"^(\d+)", part.strip().rsplit(":", 1)[-1])
+        if not match:
+            return None
+        total += int(match.group(1))
+    return total
+
+
+def _gpus_per_node(environ: Mapping[str, str], notes: list[str]) -> int | None:
+    found = _first(environ, "SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE")
+    if found is None:
+        return None
+    name, value = found
+    count = parse_gpu_count(value)
+    if count is None:
+        notes.append(f"{name}={value!r} has no GPU count; ignored")
+    return count
+
+
+def read_cluster(environ: Mapping[str, str]) -> tuple[ClusterInfo, tuple[str, ...]]:
+    """Returns (ClusterInfo, notes)."""
+    notes: list[str] = []
+    job = _first(environ, "SLURM_JOB_ID", "SLURM_JOBID")
+    slurm = {}
+    if job is not None:
+        nodelist = _first(environ, "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+        slurm = dict(
+            slurm=True,
+            slurm_job_id=job[1],
+            slurm_nodes=_int(environ, notes, "SLURM_NNODES", "SLURM_JOB_NUM_NODES") or None,
+            slurm_gpus_per_node=_gpus_per_node(environ, notes),
+            slurm_node_rank=_int(environ, notes, "SLURM_NODEID"),
+            slurm_nodelist=nodelist[1] if nodelist else None,
+        )
+    # torchrun (and `accelerate launch`, which runs it) sets these in every worker it starts.
+    launched = any(_first(environ, name) for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"))
+    torchrun = {}
+    if launched:
+        master = _first(environ, "MASTER_ADDR")
+        torchrun = dict(
+            torchrun=True,
+            world_size=_int(environ, notes, "WORLD_SIZE") or None,
+            local_world_size=_int(environ, notes, "LOCAL_WORLD_SIZE") or None,
+            rank=_int(environ, notes, "RANK"),
+            master_addr=master[1] if master else None,
+        )
+    return ClusterInfo(**slurm, **torchrun), tuple(notes)

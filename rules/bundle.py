@@ -1,0 +1,654 @@
+"""Read a user's training configuration folder for `check --bundle DIR`.
+
+Reads any of: `ds_config.json` (or any JSON with a `zero_optimization` block), an accelerate YAML (a YAML with
+`distributed_type` or `compute_environment`), a TRL config YAML (TrlParser keys such as `model_name_or_path`,
+`per_device_train_batch_size`), `train.py` (the keyword arguments of `XConfig(...)`, `TrainingArguments(...)` and
+`from_pretrained(...)` calls, read with `ast`, never executed), `launch.sh`, `requirements.txt` and `plan.json`.
+From them it builds a best-effort Plan; every value it had to assume is listed in `assumptions`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from advisor.errors import InputFileError
+
+READS = ("ds_config.json (or any *.json with zero_optimization)", "an accelerate YAML (distributed_type)",
+         "a TRL config YAML (model_name_or_path, per_device_train_batch_size, ...)", "train.py", "launch.sh",
+         "requirements.txt", "plan.json")
+MAX_FILE_BYTES = 2_000_000
+"""Larger files are not configuration files (a checkpoint or a dataset dropped in the folder)."""
+
+TRAINER_OF_CONFIG = {"SFTConfig": "sft", "DPOConfig": "dpo", "GRPOConfig": "grpo", "RLOOConfig": "rloo",
+                     "KTOConfig": "kto", "GKDConfig": "gkd", "DistillationConfig": "gkd"}
+TRAINER_OF_CLASS = {k.replace("Config", "Trainer"): v for k, v in TRAINER_OF_CONFIG.items()}
+ARGUMENT_CLASSES = (*TRAINER_OF_CONFIG, "TrainingArguments", "ModelConfig", "ScriptArguments", "RewardConfig",
+                    "OnlineDPOConfig")
+"""Calls whose keyword arguments form the TrainingArguments-like namespace (TrlParser merges them the same way)."""
+TRL_YAML_KEYS = frozenset({
+    "model_name_or_path", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
+    "output_dir", "dataset_name", "max_length", "num_train_epochs", "max_steps", "use_peft", "bf16",
+    "gradient_checkpointing", "num_generations", "max_completion_length", "use_vllm", "lora_r", "max_seq_length",
+})
+ACCELERATE_MARKERS = frozenset({"distributed_type", "compute_environment"})
+
+
+class Unresolved(str):
+    """A keyword argument whose value is an expression the reader cannot evaluate without running the code."""
+
+
+@dataclass
+class BundleFiles:
+    """The parsed configuration files of one folder (or of an in-memory mapping, in tests)."""
+
+    root: str | None = None
+    names: tuple[str, ...] = ()
+    ds_config: dict | None = None
+    ds_config_name: str | None = None
+    accelerate: dict | None = None
+    accelerate_name: str | None = None
+    trl_yaml: dict | None = None
+    trl_yaml_name: str | None = None
+    train_py: str | None = None
+    configs: dict = field(default_factory=dict)
+    """Config class name -> keyword arguments, from train.py (`GRPOConfig`, `LoraConfig`, `BitsAndBytesConfig`)."""
+    trl_args: dict = field(default_factory=dict)
+    """The TRL/TrainingArguments/ModelConfig namespace: the TRL YAML, then train.py's literal keyword arguments."""
+    trl_args_origin: dict = field(default_factory=dict)
+    """Argument -> "yaml" or the train.py class it was passed to (a wrong key in a Config(...) call raises; the
+    same key in a TrlParser YAML is ignored)."""
+    trainer: str | None = None
+    config_class: str | None = None
+    from_pretrained: list = field(default_factory=list)
+    """Keyword arguments of each `from_pretrained(...)` call in train.py."""
+    model_ids: list = field(default_factory=list)
+    """Literal model ids passed to `from_pretrained(...)`."""
+    calls: frozenset = frozenset()
+    """Every called name in train.py, dotted as written (`deepspeed.initialize`, `model.merge_and_unload`)."""
+    imports: tuple = ()
+    """(module, name) for `from module import name`; (module, "") for `import module`."""
+    launch_sh: str | None = None
+    requirements: dict = field(default_factory=dict)
+    plan_json: dict | None = None
+    assumptions: list = field(default_factory=list)
+
+    # ---- views the rules share ----
+    @property
+    def zero(self) -> dict:
+        """The ds_config `zero_optimization` block ({} when absent)."""
+        z = (self.ds_config or {}).get("zero_optimization")
+        return z if isinstance(z, dict) else {}
+
+    @property
+    def accelerate_ds(self) -> dict:
+        d = (self.accelerate or {}).get("deepspeed_config")
+        return d if isinstance(d, dict) else {}
+
+    @property
+    def accelerate_fsdp(self) -> dict:
+        d = (self.accelerate or {}).get("fsdp_config")
+        return d if isinstance(d, dict) else {}
+
+    @property
+    def parallelism(self) -> dict:
+        d = (self.accelerate or {}).get("parallelism_config")
+        return d if isinstance(d, dict) else {}
+
+    @property
+    def model_init_kwargs(self) -> dict:
+        """What the model is loaded with: `model_init_kwargs`, then any `from_pretrained(...)` keywords."""
+        out: dict = {}
+        mik = self.trl_args.get("model_init_kwargs")
+        if isinstance(mik, str):
+            try:
+                mik = json.loads(mik)
+            except ValueError:
+                mik = None
+        if isinstance(mik, dict):
+            out.update(mik)
+        for kwargs in self.from_pretrained:
+            out.update(kwargs)
+        return out
+
+    def call_names(self) -> set[str]:
+        """Last components of the called names (`model.merge_and_unload` -> `merge_and_unload`)."""
+        return {c.rsplit(".", 1)[-1] for c in self.calls}
+
+    def launch_env(self, name: str) -> str | None:
+        """`NAME=value` set in launch.sh (exported or inline), else None."""
+        if not self.launch_sh:
+            return None
+        m = re.findall(rf"(?:^|[\s;]){re.escape(name)}=([^\s;]+)", self.launch_sh)
+        return m[-1].strip("'\"") if m else None
+
+    def quant_4bit(self) -> bool:
+        bnb = self.configs.get("BitsAndBytesConfig", {})
+        return bool(self.trl_args.get("load_in_4bit") or bnb.get("load_in_4bit")
+                    or self.model_init_kwargs.get("load_in_4bit"))
+
+    def quant_8bit(self) -> bool:
+        bnb = self.configs.get("BitsAndBytesConfig", {})
+        return bool(self.trl_args.get("load_in_8bit") or bnb.get("load_in_8bit")
+                    or self.model_init_kwargs.get("load_in_8bit"))
+
+    def quant_storage(self) -> str | None:
+        value = self.configs.get("BitsAndBytesConfig", {}).get("bnb_4bit_quant_storage")
+        if value is None:
+            value = self.trl_args.get("bnb_4bit_quant_storage")
+        return dtype_name(value) if value is not None else None
+
+    def model_dtype(self) -> str | None:
+        """The dtype the model is loaded in, as a short name (`bfloat16`), None when the files do not say."""
+        mik = self.model_init_kwargs
+        for key in ("dtype", "torch_dtype"):
+            if mik.get(key) is not None:
+                return dtype_name(mik[key])
+        if self.trl_args.get("dtype") is not None:
+            return dtype_name(self.trl_args["dtype"])
+        return None
+
+    def peft_enabled(self) -> bool:
+        return bool(self.trl_args.get("use_peft") or "LoraConfig" in self.configs or "get_peft_model" in
+                    self.call_names() or self.quant_4bit())
+
+    def lora_target_modules(self) -> list[str]:
+        value = self.configs.get("LoraConfig", {}).get("target_modules")
+        if value is None:
+            value = self.trl_args.get("lora_target_modules")
+        if isinstance(value, str):
+            return [value]
+        return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
+def dtype_name(value: Any) -> str:
+    """`torch.bfloat16`, `"bf16"`, `"bfloat16"` -> `bfloat16`."""
+    text = str(value).rsplit(".", 1)[-1].strip().lower()
+    return {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}.get(
+        text, text)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_folder(path: str) -> BundleFiles:
+    """Read every configuration file of a folder; InputFileError for a missing folder, a malformed file, or a
+    folder with none of the files this reads."""
+    if not os.path.exists(path):
+        raise InputFileError(f"{path}: no such folder", hint="pass the folder that holds ds_config.json, "
+                                                              "accelerate.yaml, train.py ...")
+    if not os.path.isdir(path):
+        raise InputFileError(f"{path}: not a folder", hint="check --bundle takes a folder, not a file")
+    texts: dict[str, str] = {}
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if not os.path.isfile(full) or not _interesting(name):
+            continue
+        if os.path.getsize(full) > MAX_FILE_BYTES:
+            continue
+        try:
+            with open(full, encoding="utf-8") as fh:
+                texts[name] = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputFileError(f"{full}: cannot be read ({exc.__class__.__name__})",
+                                 hint="check the file's permissions and that it is UTF-8 text") from exc
+    files = parse_texts(texts, root=path)
+    if not _has_training_config(files):
+        raise InputFileError(f"no training configuration files in {path}",
+                             hint="check --bundle reads: " + "; ".join(READS))
+    return files
+
+
+def _interesting(name: str) -> bool:
+    return name.endswith((".json", ".yaml", ".yml", ".py", ".sh", ".txt")) and not name.startswith(".")
+
+
+def _has_training_config(files: BundleFiles) -> bool:
+    return any((files.ds_config, files.accelerate, files.trl_yaml, files.plan_json, files.config_class,
+                files.trl_args, files.trainer))
+
+
+def parse_texts(texts: dict[str, Any], root: str | None = None) -> BundleFiles:
+    """Parse a {file name: text} mapping (values may also be dicts, already parsed: used by the rule tests)."""
+    files = BundleFiles(root=root, names=tuple(sorted(texts)))
+    jsons: dict[str, dict] = {}
+    yamls: dict[str, dict] = {}
+    py_names = [n for n in texts if n.endswith(".py")]
+    train_name = "train.py" if "train.py" in texts else next(
+        (n for n in py_names if "Config(" in str(texts[n]) or "Trainer(" in str(texts[n])), None)
+    sh_names = [n for n in texts if n.endswith(".sh")]
+    sh_name = "launch.sh" if "launch.sh" in texts else (sh_names[0] if sh_names else None)
+    for name, text in texts.items():
+        where = os.path.join(root, name) if root else name
+        if name.endswith(".json"):
+            jsons[name] = text if isinstance(text, dict) else _load_json(text, where)
+        elif name.endswith((".yaml", ".yml")):
+            yamls[name] = text if isinstance(text, dict) else _load_yaml(text, where)
+        elif name == train_name:
+            files.train_py = text
+            _read_train_py(files, text, where)
+        elif name == sh_name:
+            files.launch_sh = text
+        elif name == "requirements.txt":
+            files.requirements = _read_requirements(text)
+
+    if "plan.json" in jsons:
+        files.plan_json = jsons.pop("plan.json")
+    for name, data in yamls.items():
+        if ACCELERATE_MARKERS & set(data) and files.accelerate is None:
+            files.accelerate, files.accelerate_name = data, name
+        elif (TRL_YAML_KEYS & set(data)) and files.trl_yaml is None:
+            files.trl_yaml, files.trl_yaml_name = data, name
+    _merge_trl_args(files)
+    _pick_ds_config(files, jsons)
+    if files.trainer is None and files.launch_sh:
+        m = re.search(r"\btrl\s+(sft|dpo|grpo|rloo|kto)\b", files.launch_sh)
+        if m:
+            files.trainer = m.group(1)
+    return files
+
+
+def _load_json(text: str, where: str) -> dict:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                             hint="fix the syntax (JSON has no comments and no trailing commas)") from exc
+    if not isinstance(data, dict):
+        raise InputFileError(f"{where}: expected a JSON object at the top level, found {type(data).__name__}",
+                             hint="a DeepSpeed config is an object such as {\"zero_optimization\": {...}}")
+    return data
+
+
+def _load_yaml(text: str, where: str) -> dict:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise InputFileError(f"{where}: invalid YAML{at}: {problem}", hint="fix the indentation or quoting") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputFileError(f"{where}: expected a YAML mapping at the top level, found {type(data).__name__}",
+                             hint="accelerate and TRL config files are key: value mappings")
+    return data
+
+
+def _read_requirements(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*==\s*([0-9][^\s;#]*)", line)
+        if m:
+            out[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return out
+
+
+def _pick_ds_config(files: BundleFiles, jsons: dict[str, dict]) -> None:
+    """ds_config.json by name; else the file the accelerate YAML or TRL args point to; else any JSON with a
+    DeepSpeed block."""
+    wanted: list[str] = ["ds_config.json"]
+    ref = files.accelerate_ds.get("deepspeed_config_file")
+    if isinstance(ref, str):
+        wanted.insert(0, os.path.basename(ref))
+    arg = files.trl_args.get("deepspeed") if files.trl_args else None
+    if isinstance(arg, dict):
+        files.ds_config, files.ds_config_name = arg, "TrainingArguments(deepspeed=...)"
+        return
+    if isinstance(arg, str):
+        wanted.insert(0, os.path.basename(arg))
+    for name in wanted:
+        if name in jsons:
+            files.ds_config, files.ds_config_name = jsons[name], name
+            return
+    for name, data in jsons.items():
+        if "zero_optimization" in data or "train_micro_batch_size_per_gpu" in data or "train_batch_size" in data:
+            files.ds_config, files.ds_config_name = data, name
+            return
+
+
+def _merge_trl_args(files: BundleFiles) -> None:
+    merged: dict = {}
+    origin: dict = {}
+    if files.trl_yaml:
+        for k, v in files.trl_yaml.items():
+            merged[k] = v
+            origin[k] = "yaml"
+    for cls in ARGUMENT_CLASSES:
+        for k, v in files.configs.get(cls, {}).items():
+            merged[k] = v
+            origin[k] = cls
+    files.trl_args, files.trl_args_origin = merged, origin
+
+
+# ---------------------------------------------------------------- train.py
+
+
+def _read_train_py(files: BundleFiles, text: str, where: str) -> None:
+    try:
+        tree = ast.parse(text, filename=where)
+    except SyntaxError as exc:
+        raise InputFileError(f"{where}: Python syntax error at line {exc.lineno}: {exc.msg}",
+                             hint="the file is read with ast (never run); fix the syntax") from exc
+    constants = _module_constants(tree)
+    calls: set[str] = set()
+    imports: list[tuple[str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imports += [(node.module or "", a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            imports += [(a.name, "") for a in node.names]
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if not name:
+                continue
+            calls.add(name)
+            last = name.rsplit(".", 1)[-1]
+            if last.endswith("Config") or last == "TrainingArguments":
+                kwargs = _kwargs(node, constants)
+                files.configs.setdefault(last, {}).update(kwargs)
+                if last in TRAINER_OF_CONFIG and files.config_class is None:
+                    files.config_class = last
+                    files.trainer = TRAINER_OF_CONFIG[last]
+            elif last == "from_pretrained":
+                files.from_pretrained.append(_kwargs(node, constants))
+                if node.args:
+                    first = _value(node.args[0], constants)
+                    if isinstance(first, str) and not isinstance(first, Unresolved):
+                        files.model_ids.append(first)
+            elif last in TRAINER_OF_CLASS and files.trainer is None:
+                files.trainer = TRAINER_OF_CLASS[last]
+    files.calls = frozenset(calls)
+    files.imports = tuple(imports)
+
+
+def _module_constants(tree: ast.Module) -> dict[str, Any]:
+    """`NAME = <literal>` at module level, so that `max_length=MAX_LEN` reads as the number."""
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _value(node.value, out)
+            if not isinstance(value, Unresolved):
+                out[node.targets[0].id] = value
+    return out
+
+
+def _kwargs(call: ast.Call, constants: dict[str, Any]) -> dict[str, Any]:
+    return {kw.arg: _value(kw.value, constants) for kw in call.keywords if kw.arg is not None}
+
+
+def _value(node: ast.AST, constants: dict[str, Any]) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        pass
+    if isinstance(node, ast.Name) and node.id in constants:
+        return constants[node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return node.attr  # torch.bfloat16 -> "bfloat16"
+    if isinstance(node, ast.Call) and _dotted(node.func) == "dict" and not node.args:
+        return _kwargs(node, constants)
+    if isinstance(node, ast.Dict):
+        out = {}
+        for k, v in zip(node.keys, node.values, strict=False):
+            if k is None:
+                continue
+            key = _value(k, constants)
+            if isinstance(key, (str, int)):
+                out[key] = _value(v, constants)
+        return out
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_value(e, constants) for e in node.elts]
+    return Unresolved(ast.unparse(node))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Call):  # AutoModel.from_pretrained(...).to(...)
+        inner = _dotted(node.func)
+        return ".".join([inner, *reversed(parts)]) if inner else None
+    return None
+
+
+# ---------------------------------------------------------------- files -> plan
+
+PLAN_DEFAULTS_NOTE = "not in the files: assumed"
+
+
+def model_id(files: BundleFiles) -> str | None:
+    """The model the files train: TRL `model_name_or_path`, plan.json, or the first `from_pretrained("...")`."""
+    value = files.trl_args.get("model_name_or_path")
+    if isinstance(value, str) and not isinstance(value, Unresolved):
+        return value
+    plan_model = (files.plan_json or {}).get("model")
+    if isinstance(plan_model, dict) and plan_model.get("id"):
+        return str(plan_model["id"])
+    request = (files.plan_json or {}).get("request")
+    if isinstance(request, dict) and request.get("model"):
+        return str(request["model"])
+    return files.model_ids[0] if files.model_ids else None
+
+
+def hardware_hint(files: BundleFiles) -> dict:
+    """GPU id, GPUs per node and nodes as far as the files say (plan.json, then the accelerate YAML)."""
+    out: dict = {}
+    hw = (files.plan_json or {}).get("hardware")
+    if isinstance(hw, dict):
+        out.update({k: hw[k] for k in ("gpu", "gpus_per_node", "nodes") if hw.get(k)})
+    acc = files.accelerate or {}
+    machines = _int(acc.get("num_machines")) or 1
+    procs = _int(acc.get("num_processes"))
+    if "nodes" not in out and machines:
+        out["nodes"] = machines
+    if "gpus_per_node" not in out and procs and procs > 0:
+        out["gpus_per_node"] = max(1, procs // max(1, out.get("nodes", 1)))
+    return out
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    return None
+
+
+def plan_from_files(files: BundleFiles, model, target):
+    """A best-effort Plan: the files' values where they give them, documented defaults otherwise (each default is
+    appended to `files.assumptions`)."""
+    from advisor import resolve
+    from advisor.plan import Plan
+
+    if files.plan_json and isinstance(files.plan_json.get("plan"), dict):
+        base = _plan_from_plan_json(files, model, target)
+        if base is not None:
+            return base
+    a = files.trl_args
+    notes = files.assumptions
+
+    def get(name: str, default: Any, why: str = "") -> Any:
+        value = a.get(name)
+        if value is None or isinstance(value, Unresolved):
+            notes.append(f"{name} = {default!r} ({why or PLAN_DEFAULTS_NOTE})")
+            return default
+        return value
+
+    trainer = files.trainer
+    if trainer is None:
+        trainer = "sft"
+        notes.append("trainer = 'sft' (no TRL config class or `trl <trainer>` command found)")
+    generating = trainer in ("grpo", "rloo")
+
+    acc = files.accelerate or {}
+    dist = str(acc.get("distributed_type", "")).upper()
+    fsdp = files.accelerate_fsdp
+    if dist == "DEEPSPEED" or (not dist and files.ds_config is not None) or a.get("deepspeed"):
+        backend = "deepspeed"
+    elif dist == "FSDP" or a.get("fsdp"):
+        backend = "fsdp2"
+        if str(fsdp.get("fsdp_version", 1)) != "2":
+            notes.append("FSDP version 1 in the files: planned as FSDP2 (the only FSDP this tool models)")
+    elif dist == "MULTI_GPU":
+        backend = "ddp"
+    elif dist == "NO":
+        backend = "single"
+    else:
+        backend = "ddp" if target.world_size > 1 else "single"
+        notes.append(f"backend = {backend!r} (no accelerate YAML or DeepSpeed config)")
+
+    zero_stage = 0
+    offload = "none"
+    offload_device = "cpu"
+    if backend == "deepspeed":
+        stage = _int(files.zero.get("stage"))
+        if stage is None:
+            stage = _int(files.accelerate_ds.get("zero_stage"))
+        if stage is None:
+            stage = 2
+            notes.append("zero_stage = 2 (accelerate's default when the config does not set it)")
+        zero_stage = stage if 0 <= stage <= 3 else 3
+        opt_dev = _device((files.zero.get("offload_optimizer") or {}).get("device")
+                          if isinstance(files.zero.get("offload_optimizer"), dict)
+                          else files.accelerate_ds.get("offload_optimizer_device"))
+        par_dev = _device((files.zero.get("offload_param") or {}).get("device")
+                          if isinstance(files.zero.get("offload_param"), dict)
+                          else files.accelerate_ds.get("offload_param_device"))
+        if par_dev != "none" and opt_dev != "none":
+            offload, offload_device = "all", par_dev
+        elif opt_dev != "none":
+            offload, offload_device = "optimizer", opt_dev
+        elif par_dev != "none":
+            offload, offload_device = "all", par_dev
+    elif backend == "fsdp2" and _truthy(fsdp.get("fsdp_offload_params")):
+        offload = "all"
+
+    method = "full"
+    if files.quant_4bit():
+        method = "qlora"
+    elif files.peft_enabled():
+        method = "lora"
+    lora_r = a.get("lora_r") or files.configs.get("LoraConfig", {}).get("r") or 16
+    lora_alpha = a.get("lora_alpha") or files.configs.get("LoraConfig", {}).get("lora_alpha") or 2 * lora_r
+
+    fp16 = _truthy(a.get("fp16"))
+    bf16 = a.get("bf16")
+    bf16 = (not fp16) if bf16 is None else _truthy(bf16)  # TRL's _BaseConfig: bf16=None -> not fp16
+    dtype = files.model_dtype()
+    if fp16:
+        precision = "fp16-mixed"
+    elif bf16:
+        precision = "bf16" if dtype == "bfloat16" else "bf16-mixed"
+        if dtype is None:
+            notes.append("precision = 'bf16-mixed' (bf16=True with no model dtype: TRL loads the model in float32)")
+    else:
+        precision = "fp32"
+
+    if generating:
+        max_completion = get("max_completion_length", 512, "GRPOConfig/RLOOConfig default")
+        vllm_len = a.get("vllm_max_model_length")
+        if isinstance(vllm_len, int):
+            seq_len = vllm_len
+        else:
+            seq_len = 2 * max_completion
+            notes.append(f"seq_len = {seq_len} (prompt length not in the files: assumed equal to the completion)")
+    else:
+        max_completion = 0
+        seq_len = get("max_length", 1024, "TRL default max_length")
+        if not isinstance(seq_len, int) or seq_len <= 0:
+            seq_len = 1024
+    micro = get("per_device_train_batch_size", 8, "TrainingArguments default")
+    accum = get("gradient_accumulation_steps", 1, "TrainingArguments default")
+    ckpt = a.get("activation_checkpointing", a.get("gradient_checkpointing", True))
+    attn = files.model_init_kwargs.get("attn_implementation") or a.get("attn_implementation")
+    if not isinstance(attn, str) or isinstance(attn, Unresolved):
+        attn = "sdpa"
+        notes.append("attn = 'sdpa' (transformers' default when none is named)")
+
+    par = files.parallelism
+    sp = _int(par.get("parallelism_config_sp_size")) or 1
+    cp = _int(par.get("parallelism_config_cp_size")) or 1
+    procs = _int(acc.get("num_processes"))
+    nodes = _int(acc.get("num_machines")) or target.nodes
+    use_vllm = _truthy(a.get("use_vllm")) and generating
+    vllm_mode = str(a.get("vllm_mode", "colocate")) if use_vllm else "none"
+    vllm_gpus = 0
+    if vllm_mode == "server":
+        vllm_gpus = max(1, target.gpus_per_node - (procs // nodes if procs and procs > 0 else target.gpus_per_node - 1))
+        notes.append(f"vllm_gpus = {vllm_gpus} (GPUs per node not used by training processes)")
+    if not procs or procs < 1:
+        procs = target.world_size - vllm_gpus * nodes
+        notes.append(f"num_processes = {procs} (one per training GPU of the target)")
+    ref = "none"
+    if trainer in ("dpo", "kto"):
+        ref = "precompute" if _truthy(a.get("precompute_ref_log_probs")) else ("none" if method != "full" else "copy")
+    elif trainer == "rloo" or (trainer == "grpo" and (a.get("beta") or 0) > 0):
+        ref = "none" if method != "full" else "copy"
+    unsloth = any(m == "unsloth" or m.startswith("unsloth.") for m, _ in files.imports)
+    return Plan(
+        trainer=trainer, method=method, lora_r=int(lora_r), backend=backend, zero_stage=zero_stage, offload=offload,
+        offload_device=offload_device, precision=precision, seq_len=int(seq_len), micro_batch=int(micro),
+        grad_accum=int(accum), grad_ckpt=_truthy(ckpt), liger=_truthy(a.get("use_liger_kernel")), attn=attn,
+        packing=_truthy(a.get("packing")), sp_size=sp, cp_size=cp, num_processes=int(procs), nodes=int(nodes),
+        gpus_per_node=target.gpus_per_node, unsloth=unsloth,
+        num_generations=int(a.get("num_generations") or resolve.DEFAULT_NUM_GENERATIONS.get(trainer, 0))
+        if generating else 0,
+        max_completion_len=int(max_completion), vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
+        vllm_mem_fraction=float(a.get("vllm_gpu_memory_utilization", 0.3)) if vllm_mode == "colocate" else 0.0,
+        ref_model=ref, lora_alpha=int(lora_alpha), trust_remote_code=_truthy(a.get("trust_remote_code")),
+    )
+
+
+def _plan_from_plan_json(files: BundleFiles, model, target):
+    from dataclasses import fields
+
+    from advisor.plan import Plan
+
+    data = files.plan_json["plan"]
+    known = {f.name for f in fields(Plan)}
+    values = {k: v for k, v in data.items() if k in known}
+    full = (files.plan_json.get("request") or {}) if isinstance(files.plan_json.get("request"), dict) else {}
+    for k in known - set(values):
+        if k in full and full[k] is not None:
+            values[k] = full[k]
+    values.setdefault("trainer", files.trainer or full.get("trainer") or "sft")
+    values.setdefault("gpus_per_node", target.gpus_per_node)
+    values.setdefault("nodes", target.nodes)
+    defaults = {"method": "full", "lora_r": 16, "backend": "single", "zero_stage": 0, "offload": "none",
+                "offload_device": "cpu", "precision": "bf16", "seq_len": 1024, "micro_batch": 8, "grad_accum": 1,
+                "grad_ckpt": True, "liger": False, "attn": "sdpa", "packing": False, "sp_size": 1, "cp_size": 1,
+                "num_processes": target.world_size}
+    for k, v in defaults.items():
+        if k not in values:
+            values[k] = v
+            files.assumptions.append(f"{k} = {v!r} (missing from plan.json)")
+    try:
+        return Plan(**values)
+    except TypeError:
+        files.assumptions.append("plan.json's plan could not be read: the plan was rebuilt from the other files")
+        return None
+
+
+def _device(value: Any) -> str:
+    text = str(value or "none").lower()
+    return text if text in ("cpu", "nvme") else "none"
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)

@@ -1,0 +1,94 @@
+"""Command-line contract: exit codes, one-line errors with hints, stdout for data and stderr for diagnostics."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True, text=True, env=env)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, code: int = 2) -> None:
+    assert proc.returncode == code, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("error: "), proc.stderr
+    assert any(line.startswith("hint: ") for line in lines), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(lines) <= 3, proc.stderr
+
+
+def test_help_lists_every_contract_command():
+    proc = run("--help")
+    assert proc.returncode == 0
+    for command in ("probe", "models", "gpus", "estimate", "check", "generate", "explain", "rules", "verify"):
+        assert command in proc.stdout
+
+
+def test_no_arguments_without_a_terminal_prints_usage_and_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "advisor"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert "usage" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("estimate",),  # --model missing
+    ("estimate", "--model", "7B", "--micro-batch", "two"),
+    ("nonsense-command",),
+    ("estimate", "--model", "7B", "--bogus-flag"),
+])
+def test_usage_errors_are_one_line_with_a_hint(args):
+    assert_one_line_error(run(*args))
+
+
+def test_unknown_model_says_did_you_mean():
+    proc = run("estimate", "--model", "qwen2.5-7", "--gpu", "H100-80GB")
+    assert_one_line_error(proc)
+    assert "qwen2.5-7b" in proc.stderr
+
+
+def test_unknown_gpu_is_a_usage_error():
+    assert_one_line_error(run("estimate", "--model", "7B", "--gpu", "H10"))
+
+
+def test_missing_hardware_file_is_a_usage_error(tmp_path):
+    assert_one_line_error(run("estimate", "--model", "7B", "--hardware", str(tmp_path / "missing.json")))
+
+
+def test_corrupt_hardware_file_is_a_usage_error(tmp_path):
+    bad = tmp_path / "hw.json"
+    bad.write_text("{not json")
+    assert_one_line_error(run("estimate", "--model", "7B", "--hardware", str(bad)))
+
+
+def test_missing_config_json_is_a_usage_error(tmp_path):
+    assert_one_line_error(run("estimate", "--model", str(tmp_path / "config.json"), "--gpu", "H100-80GB"))
+
+
+def test_invalid_choice_names_the_valid_values():
+    proc = run("estimate", "--model", "7B", "--gpu", "H100-80GB", "--trainer", "ppo")
+    assert_one_line_error(proc)
+    assert "sft" in proc.stderr and "grpo" in proc.stderr
+
+
+def test_probe_json_is_valid_without_a_gpu_and_round_trips(tmp_path):
+    proc = run("probe", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["schema"] == "trl-advisor/hardware/1"
+    saved = tmp_path / "hw.json"
+    saved.write_text(proc.stdout)
+    import hw_probe
+
+    again = hw_probe.load_report(str(saved))
+    assert json.loads(again.to_json()) == report
+
+
+def test_models_and_gpus_list_the_catalogues():
+    models = json.loads(run("models", "--json").stdout)
+    gpus = json.loads(run("gpus", "--json").stdout)
+    assert len(models) >= 30 and len(gpus) >= 15
+    assert {"qwen2.5-7b", "llama-3.1-70b"} <= {m["id"] for m in models}
+    assert "H100-80GB" in {g["id"] for g in gpus}
