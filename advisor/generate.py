@@ -23,7 +23,7 @@ from pathlib import Path
 import jinja2
 
 from advisor import __version__
-from advisor.errors import AdvisorError, OutputExistsError
+from advisor.errors import OutputExistsError
 from advisor.plan import Plan
 from advisor.request import GENERATING_TRAINERS, Request
 from advisor.specs import ModelSpec
@@ -369,7 +369,12 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
     what is known about the default or the search. One line each, no newlines."""
     given = result.get("why") or {}
     pinned = request.pinned() if request is not None else {}
-    searched = "chosen by the plan search: the fastest candidate whose predicted peak fits (README: alternatives)"
+    mem = result.get("memory", {})
+    if request is not None:
+        searched = (f"chosen by the plan search: the fastest candidate that fits (predicted peak "
+                    f"{mem.get('per_gpu_peak_bytes', 0) / GIB:.1f} of {mem.get('gpu_capacity_bytes', 0) / GIB:.1f} GiB)")
+    else:
+        searched = "the plan's value (no request recorded to tell a user pin from the search)"
     generating = plan.trainer in GENERATING_TRAINERS
     peft = plan.method in ("lora", "qlora")
     derived: dict[str, str] = {
@@ -421,13 +426,9 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
         if not text and knob == "num_processes" and ("gpus" in pinned or "nodes" in pinned):
             text = "user pin (--gpus/--nodes): " + derived["num_processes"]
         if not text:
-            text = derived.get(knob, searched) if request is not None or knob in _ALWAYS_DERIVED else "plan value"
+            text = derived.get(knob, searched)
         out[knob] = " ".join(str(text).split())
     return out
-
-
-_ALWAYS_DERIVED = {"lora_alpha", "num_processes", "nodes", "gpus_per_node", "trust_remote_code", "unsloth",
-                   "precision", "offload_device", "zero_stage", "sp_size", "cp_size", "vllm_gpus", "vllm_mem_fraction"}
 
 
 # ------------------------------------------------------------------------------------------- re-create command
@@ -439,13 +440,12 @@ def recreate_command(plan: Plan, model: ModelSpec, target: Target, request: Requ
         for field, value in request.pinned().items():
             if field in ("model",):
                 continue
-            flag = "--" + field.replace("_", "-")
-            if field == "vllm":
-                flag = "--vllm"
+            flag = "--" + field.replace("_", "-")  # Request fields are the contract's flag names
             if isinstance(value, bool):
-                if field == "trust_remote_code" and not value:
-                    continue
-                args.append(flag if value else "--no-" + field.replace("_", "-"))
+                if value:
+                    args.append(flag)
+                elif field in ("grad_ckpt", "liger", "packing"):  # the contract's --no-* switches
+                    args.append("--no-" + field.replace("_", "-"))
             else:
                 args += [flag, str(value)]
         return "trl-advisor generate " + " ".join(shlex.quote(a) for a in args)
@@ -742,8 +742,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     unknown = [n for n in args.regen_references if n not in REFERENCE_SCENARIOS]
     if unknown:
-        raise AdvisorError(f"unknown reference scenario {unknown[0]!r}",
-                           hint="one of: " + ", ".join(REFERENCE_SCENARIOS))
+        sys.stderr.write(f"error: unknown reference scenario {unknown[0]!r}\n"
+                         f"hint: one of {', '.join(REFERENCE_SCENARIOS)}\n")
+        return 2
     return regen_references(args.regen_references or None)
 
 

@@ -64,6 +64,10 @@ DS_PREFETCH_FACTOR = 0.9
 DS_PERSISTENCE_FACTOR = 10
 """... and stage3_param_persistence_threshold "auto" with 10 * hidden (params this small stay gathered)."""
 
+LORA_DROPOUT = 0.05
+"""lora_dropout of the generated bundle (templates/train.py.j2: TRL ModelConfig's default 0.05; PEFT's own default is
+0.0). Not a Plan field: it changes LoRA activations (a dropped copy and a mask per adapted Linear)."""
+
 OPTIMIZER_IMPL = "fused"
 """transformers TrainingArguments.optim defaults to "adamw_torch_fused" on torch >= 2.8 (training_args.py). The fused
 kernel updates each tensor in place: no temporaries. The "foreach" implementation (optim="adamw_torch") allocates
@@ -141,7 +145,7 @@ class Dims:
     __slots__ = ("model", "P", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
                  "quantized", "max_linear", "max_in", "largest_module", "tensors", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
-                 "_lora")
+                 "norms", "qkv_linears", "gate_up_linears", "_lora")
 
     def __init__(self, m: ModelSpec) -> None:
         self.model = m
@@ -168,12 +172,15 @@ class Dims:
         # What ZeRO-3 gathers at once is one module's own parameters: the embedding (or LM head), the widest Linear,
         # or a fused MoE expert block (transformers 5 stores the experts of a layer as one module).
         self.largest_module = max(self.embed, self.max_linear, experts)
-        per_layer = 4 + (3 if m.qkv_bias else 0) + (2 if m.qk_norm else 0) + 2
-        per_layer += (2 + 1 + (3 if m.shared_expert_intermediate else 0)) if m.is_moe else 3
+        self.norms = m.norms_per_layer
+        self.qkv_linears = 1 if m.fused_qkv else 3
+        self.gate_up_linears = 1 if m.fused_gate_up else 2
+        per_layer = (self.qkv_linears + 1) + (3 if m.qkv_bias else 0) + (2 if m.qk_norm else 0) + m.norms_per_layer
+        per_layer += (2 + 1 + (3 if m.shared_expert_intermediate else 0)) if m.is_moe else self.gate_up_linears + 1
         self.tensors = m.layers * per_layer + 2 + (0 if m.tied_embeddings else 1)
         self.linears_per_layer = sum(c for _, _, c in shapes)
         # Params under stage3_param_persistence_threshold (10 * hidden): norms and q/k/v biases stay gathered.
-        small = 2 * m.hidden + ((m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0)
+        small = m.norms_per_layer * m.hidden + ((m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0)
         self.persistent_small = m.layers * small + m.hidden
         self.moe = m.is_moe
         self.num_experts = m.num_experts
@@ -223,7 +230,7 @@ class Precision:
       _configure_distributed_model -> _cast_module_mixed_precision), so adapters are 16-bit under any ZeRO stage.
     """
 
-    __slots__ = ("load", "work", "master", "act", "res", "adapter", "compute", "autocast")
+    __slots__ = ("load", "work", "master", "act", "res", "adapter", "compute", "autocast", "fp32_weights_amp")
 
     def __init__(self, plan: Plan) -> None:
         p = plan.precision
@@ -236,10 +243,13 @@ class Precision:
         self.master = 0 if fp32 else FP32
         self.act = FP32 if fp32 else HALF
         self.compute = self.act
-        # torch.autocast (accelerate native AMP) runs only for single/DDP; DeepSpeed casts the module to bf16 and
-        # FSDP2's MixedPrecisionPolicy all-gathers bf16 parameters, so their residual stream is bf16.
-        self.autocast = mixed and not ds and not fsdp
-        self.res = FP32 if (fp32 or self.autocast) else HALF
+        # torch.autocast: TRL's bf16=True default makes accelerate run the forward under autocast (native AMP) for
+        # single/DDP, also when the model itself is bf16; DeepSpeed casts the module to bf16 instead and FSDP2's
+        # MixedPrecisionPolicy all-gathers bf16 parameters. Only fp32 weights under autocast (the *-mixed precisions)
+        # make the residual stream fp32 and get bf16 weight copies cached.
+        self.autocast = not fp32 and not ds and not fsdp
+        self.fp32_weights_amp = mixed and self.autocast
+        self.res = FP32 if (fp32 or self.fp32_weights_amp) else HALF
         if plan.method == "qlora":
             self.adapter = HALF
         elif ds:
@@ -424,22 +434,25 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
 
     Full FT: the two norm outputs (each shared by q/k/v or gate/up), the attention output (SDPA: transpose +
     .contiguous() in LlamaAttention makes a copy for o_proj; FA2's output is reused), and the gated product (down).
-    LoRA (PEFT 0.21 lora.Linear.forward): the frozen base Linear saves nothing (no weight grad), but lora_A saves
-    `x.to(lora_A.weight.dtype)`: a separate fp32 copy per adapted Linear when adapters are fp32 and activations bf16
-    (q, k, v each copy the same input), the shared tensor when dtypes match; lora_A's output [t, r] is saved by
-    lora_B for each of the layer's adapted Linears."""
+    LoRA (PEFT 0.21 lora.Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
+    `lora_B(lora_A(dropout(x)))`): the frozen base Linear saves nothing (no weight grad); lora_A saves its input, which
+    is a tensor of its own per adapted Linear (q, k and v each make one from the same x) whenever dropout is on
+    (nn.Dropout returns a new tensor and saves a 1-byte mask), PEFT casts x to fp32 adapters, or autocast casts the
+    fp32 input down to bf16 (autocast caches casts of weights, not of activations); otherwise it is x itself,
+    shared. lora_A's output [t, r] is saved by lora_B for each adapted Linear."""
     h, q, i_w = d.h, d.q, d.I if not d.moe else 0
     sdpa_copy = 0 if "flash" in plan.attn else 1
     if plan.method == "full":
         return t * pr.act * (2 * h + sdpa_copy * q + i_w)
-    ab = pr.adapter
-    r = plan.lora_r
-    a_out = t * r * ab * d.linears_per_layer
-    if ab != pr.act:
-        # q, k, v (3 x hidden), o (q), gate and up (2 x hidden), down (intermediate)
-        copies = (3 + (2 if i_w else 0)) * h + q + i_w
-        return t * ab * copies + a_out
-    return t * ab * (2 * h + q + i_w) + a_out
+    compute = FP32 if pr.act == FP32 else HALF  # the adapter GEMM's dtype (autocast / DeepSpeed / FSDP2: 16-bit)
+    a_out = t * plan.lora_r * compute * d.linears_per_layer
+    # q, k, v (3 x hidden; 1 when fused), o (q), gate and up (2 x hidden; 1 when fused), down (intermediate)
+    copies = (d.qkv_linears + (d.gate_up_linears if i_w else 0)) * h + q + i_w
+    if LORA_DROPOUT > 0:
+        return t * (compute + 1) * copies + a_out
+    if pr.adapter != pr.act or pr.fp32_weights_amp:
+        return t * compute * copies + a_out
+    return t * compute * (2 * h + q + i_w) + a_out
 
 
 def attention_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
@@ -483,7 +496,8 @@ def layer_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """Everything one decoder layer keeps for its backward (no checkpointing)."""
     t = local_tokens(plan)
     full = plan.method == "full"
-    norms = 2 * norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger)
+    # Gemma 2/3 add post-attention / post-MLP norms (norms_per_layer 4): each saves the same kind of tensors
+    norms = d.norms * norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger)
     return norms + linear_inputs_saved_bytes(d, t, pr, plan) + attention_saved_bytes(d, plan, pr) + \
         mlp_saved_bytes(d, plan, pr)
 
@@ -531,13 +545,19 @@ def activation_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
     return int(stack * f), int(transient * f)
 
 
+def last_layer_backward_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Activations alive while the first decoder layer runs its backward (the end of the backward): that layer's saved
+    set (recomputed under checkpointing, kept otherwise) plus its workspace; everything above it is freed."""
+    return int((layer_saved_bytes(d, plan, pr) + layer_backward_workspace(d, plan, pr)) * ACTIVATION_FACTOR)
+
+
 def autocast_weight_cache_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """bf16 copies of fp32 weights under torch.autocast (single/DDP with bf16-mixed/fp16-mixed): autocast caches the
     cast of every leaf weight that requires grad until the autocast region exits, and the backward keeps the casts it
     saved; frozen fp32 base weights are cast per call and saved without checkpointing (one layer at a time with it)."""
-    if not pr.autocast:
+    if not pr.fp32_weights_amp:
         return 0
-    matmul = d.L * sum(i * o * c for i, o, c in d.model.linear_shapes_per_layer()) + d.lm_head
+    matmul = d.quantized + d.lm_head  # every decoder Linear weight (d.quantized) and the LM head
     if plan.method == "full":
         return HALF * matmul
     base = matmul if not plan.grad_ckpt else d.layer
@@ -547,14 +567,24 @@ def autocast_weight_cache_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
 def logits_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """The LM head and loss, per micro-batch.
 
-    TRL 1.16 never materializes [tokens, vocab] logits in SFT, DPO, KTO, GRPO or RLOO: each trainer calls
-    `add_fused_lm_head` (trl/trainer/utils.py) and runs `model(..., fused_lm_head=True)`, which projects only the
-    labelled positions through `ChunkedLogProbFunction` (trl/kernels/chunked_logprob.py) in tiles of
-    CHUNK_TOKENS x CHUNK_VOCAB (compute dtype), folding each tile into fp32 online-logsumexp statistics; use_liger_kernel
-    forces fused_linear_cross_entropy=False, so Liger does not change this term. Its backward allocates an fp32
-    grad_hidden [N, h], an fp32 grad_weight [V, h] when the head trains (full fine-tuning), re-tiles, then returns
-    `.to(dtype)` copies of both. The forward saves the compact `hidden_states[mask]` copy [N, h].
-    GKD (trl.experimental.gkd) still computes full student and teacher logits: GKD_LOGIT_COPIES x [t, V]."""
+    What TRL 1.16 does (read in the installed wheel):
+    - SFT, DPO, KTO, GRPO and RLOO never materialize [tokens, vocab] logits. Each trainer's __init__ calls
+      `add_fused_lm_head` (trl/trainer/utils.py) on the policy (and on the reference model), and the loss paths call
+      `model(..., labels=..., fused_lm_head=True)`: SFTTrainer.compute_loss, DPOTrainer._compute_loss (policy, then the
+      reference under no_grad), KTOTrainer._compute_loss (+ the KL pass), GRPOTrainer/RLOOTrainer
+      _get_per_token_logps_and_entropies (labels -100 on the prompt, so only completion tokens are scored). The patched
+      forward runs the backbone, then `ChunkedLogProbFunction` (trl/kernels/chunked_logprob.py) projects only the
+      labelled rows (`hidden_states[mask]`, a compact copy saved for backward) in tiles of CHUNK_TOKENS x CHUNK_VOCAB in
+      the compute dtype (`mm_buf`), folding each tile into fp32 online-logsumexp statistics. Its backward allocates an
+      fp32 grad_hidden [N, h], an fp32 grad_weight [V, h] when the head trains (full fine-tuning), re-tiles, and returns
+      `.to(dtype)` copies of both. SFTConfig.loss_type "chunked_nll" is a deprecated alias of "nll": same path.
+    - use_liger_kernel=True: every trainer forces liger_kernel_config["fused_linear_cross_entropy"] = False (Liger's
+      FLCE would replace the patched forward), so Liger leaves this term alone; its RMSNorm / SwiGLU / RoPE kernels
+      change the activation terms instead.
+    - GKD (trl.experimental.gkd GKDTrainer.compute_loss + generalized_jsd_loss) still computes full student and teacher
+      logits and several [t, V] intermediates: GKD_LOGIT_COPIES x [t, V] (log_softmax in fp32 under autocast).
+    - Label smoothing or a custom compute_loss_func make SFT compute full logits too (not modelled: the generated
+      bundle uses neither)."""
     n = logit_tokens(plan)
     a = pr.act
     if plan.trainer == "gkd":
@@ -567,7 +597,7 @@ def logits_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     if plan.method == "full":
         head_b = pr.work if plan.backend == "deepspeed" else pr.load
         bwd += FP32 * d.V * d.h + (head_b * d.V * d.h if head_b != FP32 else 0)
-    if pr.autocast:
+    if pr.fp32_weights_amp:
         bwd += CHUNK_VOCAB * d.h * HALF  # `weight[start:end].to(compute_dtype)` tile of the fp32 head
     return saved + tile + bwd
 
@@ -862,26 +892,28 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
 
     # Gradients held during the forward/backward: from earlier micro-batches when accumulating, DeepSpeed's
     # partition buffers always; with one micro-batch per step the Trainer's zero_grad(set_to_none=True) freed them.
-    held = g_full - g_step if (plan.grad_accum > 1 or g_keep) else 0
-    held = max(held, g_keep)
+    accumulating = plan.grad_accum > 1 or g_keep > 0
+    held = max(g_full - g_step if accumulating else 0, g_keep)
+    # the head's gradient is already among the held ones when accumulating
+    fresh_head = 0 if accumulating else head_grad
 
     phases: list[tuple[str, int, dict[str, int]]] = []
     # train: end of forward / start of backward: the largest of the head's backward, the ref forward (DPO/KTO),
     # or the first recomputed layer with the head's gradient already assigned.
-    early = max(logits, ref_tr, head_grad + layer_tr)
+    early = max(logits, ref_tr, fresh_head + layer_tr)
     if early == logits:
         act_t, log_t, extra = stack, logits, {}
     elif early == ref_tr:
         act_t, log_t, extra = stack, 0, {"reference_forward": ref_tr}
     else:
         act_t, log_t, extra = stack + layer_tr, 0, {}
-        held = held + head_grad if not (plan.grad_accum > 1 or g_keep) else held
+        held += fresh_head
     phases.append(("train", W + held + opt + act_t + log_t + train_other + sum(extra.values()),
                    {"weights": W, "gradients": held, "optimizer": opt, "activations": act_t, "logits": log_t,
                     "other": train_other + sum(extra.values()), **extra}))
-    if not (plan.grad_accum > 1 or g_keep):
+    if not accumulating:
         # late backward: every gradient, one (recomputed) layer's activations left
-        late_act = layer_tr
+        late_act = last_layer_backward_bytes(d, plan, pr)
         phases.append(("late-backward", W + (g_full - g_step) + opt + late_act + train_other,
                        {"weights": W, "gradients": g_full - g_step, "optimizer": opt, "activations": late_act,
                         "logits": 0, "other": train_other}))

@@ -50,8 +50,13 @@ _EXTRAS: dict[str, dict[str, Any]] = {
 SUPPORTED_MODEL_TYPES = tuple(_EXTRAS)
 
 
+_catalog_error: str | None = None
+
+
 def spec_source() -> str:
-    """'catalog' when advisor.catalog answers, else 'bench-fallback'."""
+    """'catalog' when advisor.catalog answered, else 'bench-fallback' (with the catalogue's error, if any)."""
+    if _catalog_error:
+        return f"bench-fallback (catalog failed: {_catalog_error})"
     try:
         from advisor.catalog import resolve_model  # noqa: F401
     except ImportError:
@@ -60,15 +65,20 @@ def spec_source() -> str:
 
 
 def resolve(model_id: str) -> ModelSpec:
-    """The catalogue's row for `model_id`, or the fallback copy while the catalogue module does not exist."""
+    """The catalogue's row for `model_id`; the fallback copy when the catalogue cannot answer (missing, or broken
+    while it is being edited) and the id is one of the five benchmark models."""
+    global _catalog_error
     try:
         from advisor.catalog import resolve_model
-    except ImportError:
-        resolve_model = None
-    if resolve_model is not None:
+
         return resolve_model(model_id)
-    if model_id not in FALLBACK:
-        raise KeyError(f"unknown benchmark model {model_id!r}; known: {', '.join(FALLBACK)}")
+    except Exception as exc:
+        if model_id not in FALLBACK:
+            if isinstance(exc, ImportError):
+                raise KeyError(f"unknown benchmark model {model_id!r}; known: {', '.join(FALLBACK)}") from exc
+            raise
+        if not isinstance(exc, ImportError):
+            _catalog_error = f"{type(exc).__name__}: {exc}"
     return ModelSpec(id=model_id, **FALLBACK[model_id])
 
 

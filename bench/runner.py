@@ -68,8 +68,13 @@ def done_names(paths: Iterable[str], redo: Iterable[str] = ()) -> set[str]:
 def append_record(path: str, record: dict) -> None:
     """One line, flushed and synced, so a run killed from outside keeps every finished row."""
     line = json.dumps(record, separators=(",", ":"), default=str)
+    torn = False
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            torn = f.read(1) != b"\n"  # a writer killed mid-line: start a fresh line, keep the torn one apart
     with open(path, "a") as f:
-        f.write(line + "\n")
+        f.write(("\n" if torn else "") + line + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -85,6 +90,21 @@ LIVE: set = set()
 def kill_live() -> None:
     for c in list(LIVE):
         c.kill()
+
+
+def _as_child(log_path: str) -> None:
+    """First thing in a forked child: its own process group, default signal handlers, no inherited duties, and
+    stdout/stderr (file descriptors and Python objects, whatever the parent had bound) into the log file."""
+    os.setpgid(0, 0)
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, signal.SIG_DFL)
+    LIVE.clear()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
 
 
 @dataclass(eq=False)
@@ -140,18 +160,14 @@ def start_fork(child: Callable[[dict, dict], dict], row: dict, ctx: dict, result
     if pid == 0:  # the child: never returns
         code = 70
         try:
-            os.setpgid(0, 0)
-            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            os.close(fd)
+            _as_child(log_path)
             result = child(row, ctx)
             tmp = result_path + ".tmp"
             with open(tmp, "w") as f:
                 json.dump(result, f, default=str)
             os.replace(tmp, result_path)
             code = 0
-        except BaseException:  # noqa: BLE001 - report and leave without running the parent's cleanup
+        except BaseException:  # report and leave without running the parent's cleanup
             import traceback
 
             traceback.print_exc()
@@ -239,6 +255,8 @@ class RunOptions:
     record_row: Callable[[dict], dict] | None = None
     env: dict = field(default_factory=dict)
     """Merged into every record's "env" (versions, GPU, runner)."""
+    ready: Callable[[dict], bool] | None = None
+    """Rows not ready yet are postponed while other rows can run."""
 
 
 def run_rows(rows: list[dict], child: Callable[[dict, dict], dict] | str, opts: RunOptions) -> Summary:
@@ -248,19 +266,25 @@ def run_rows(rows: list[dict], child: Callable[[dict, dict], dict] | str, opts: 
     done = done_names([opts.out_path, *opts.resume_from], opts.redo_statuses)
     workdir = opts.workdir or tempfile.mkdtemp(prefix="bench-run-")
     os.makedirs(workdir, exist_ok=True)
+    pending = []
     for row in rows:
-        name = row["name"]
-        if name in done:
-            summary.resumed.append(name)
-            continue
-        elapsed = opts.clock() - start
+        if row["name"] in done:
+            summary.resumed.append(row["name"])
+        else:
+            pending.append(row)
+    while pending:
+        # the first row that is ready (e.g. its DeepSpeed ops are built) goes next; when none is, the first one
+        # goes and before_row does the waiting
+        idx = 0
+        if opts.ready is not None:
+            idx = next((i for i, r in enumerate(pending) if opts.ready(r)), 0)
+        row = pending.pop(idx)
         est = opts.est_seconds(row)
-        if opts.budget_seconds is not None and elapsed + est > opts.budget_seconds:
-            summary.skipped.append(name)
-            summary.stopped_early = True
-            append_record(opts.out_path, {"name": name, "split": row.get("split"), "status": "skipped",
-                                          "reason": f"time budget: {elapsed:.0f} s used + {est:.0f} s estimated "
-                                                    f"> {opts.budget_seconds:.0f} s"})
+        if _skip_for_budget(row, est, opts, start, summary):
+            continue
+        extra = opts.before_row(row) if opts.before_row else None
+        # before_row may have waited (for an op build, for memory to be returned): check again
+        if _skip_for_budget(row, est, opts, start, summary):
             continue
         timeout = opts.timeout_seconds(row) if callable(opts.timeout_seconds) else opts.timeout_seconds
         capped_by_budget = False
@@ -268,7 +292,6 @@ def run_rows(rows: list[dict], child: Callable[[dict, dict], dict] | str, opts: 
             left = opts.budget_seconds - (opts.clock() - start)
             if timeout is None or left < timeout:
                 timeout, capped_by_budget = max(left, 1.0), True
-        extra = opts.before_row(row) if opts.before_row else None
         record = run_one(row, child, opts, workdir, timeout)
         record["timeout_seconds"] = None if timeout is None else round(timeout, 1)
         record["timeout_capped_by_budget"] = capped_by_budget
@@ -280,6 +303,19 @@ def run_rows(rows: list[dict], child: Callable[[dict, dict], dict] | str, opts: 
         if opts.after_row:
             opts.after_row(row, record)
     return summary
+
+
+def _skip_for_budget(row: dict, est: float, opts: RunOptions, start: float, summary: Summary) -> bool:
+    """True (and a "skipped" record written) when the row's estimate would end past the budget."""
+    elapsed = opts.clock() - start
+    if opts.budget_seconds is None or elapsed + est <= opts.budget_seconds:
+        return False
+    summary.skipped.append(row["name"])
+    summary.stopped_early = True
+    append_record(opts.out_path, {"name": row["name"], "split": row.get("split"), "status": "skipped",
+                                  "reason": f"time budget: {elapsed:.0f} s used + {est:.0f} s estimated "
+                                            f"> {opts.budget_seconds:.0f} s"})
+    return True
 
 
 def run_one(row: dict, child: Callable[[dict, dict], dict] | str, opts: RunOptions, workdir: str,
@@ -348,6 +384,7 @@ def run_one(row: dict, child: Callable[[dict, dict], dict] | str, opts: RunOptio
     record["row"] = opts.record_row(row) if opts.record_row else row
     record["wall_seconds"] = round(wall, 3)
     record["exit_code"] = proc.returncode
+    record["pid"] = proc.pid
     record["runner"] = opts.mode
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_wall))
     if proc.maxrss_bytes is not None:
@@ -383,14 +420,11 @@ class Background:
             if pid == 0:
                 code = 1
                 try:
-                    os.setpgid(0, 0)
+                    _as_child(log_path)
                     os.nice(nice)
-                    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                    os.dup2(fd, 1)
-                    os.dup2(fd, 2)
                     fn()
                     code = 0
-                except BaseException:  # noqa: BLE001
+                except BaseException:
                     import traceback
 
                     traceback.print_exc()

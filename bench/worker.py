@@ -175,7 +175,7 @@ def _jsonable(x: Any) -> Any:
         return x if math.isfinite(x) else repr(x)
     if x is None or isinstance(x, bool | int | str):
         return x
-    if hasattr(x, "value") and isinstance(getattr(x, "value"), str | int):  # enums
+    if hasattr(x, "value") and isinstance(x.value, str | int):  # enums
         return x.value
     return str(x)
 
@@ -356,11 +356,10 @@ def run_config(row: dict, ctx: dict) -> dict:
     rec.start()
     res = rec.result
     res["device"] = ctx.get("device", "cuda")
-    state: dict[str, Any] = {}
     try:
-        _run(row, ctx, rec, state)
+        _run(row, ctx, rec)
         res["status"] = "ok"
-    except BaseException as exc:  # noqa: BLE001 - a record must come back whatever happened
+    except BaseException as exc:  # a record must come back whatever happened
         res.update(error_fields(exc))
         res["status"] = "oom" if is_oom(exc) else "error"
         res["failed_phase"] = res.get("phase")
@@ -382,7 +381,7 @@ def run_config(row: dict, ctx: dict) -> dict:
     return _jsonable(res)
 
 
-def _run(row: dict, ctx: dict, rec: Recorder, state: dict) -> None:
+def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     res = rec.result
     device = ctx.get("device", "cuda")
     cuda = device == "cuda"
@@ -683,6 +682,24 @@ def prebuild_ops(names: list[str]) -> dict[str, float]:
         out[n] = round(time.monotonic() - t0, 1)
         print(f"built {n} in {out[n]} s", flush=True)
     return out
+
+
+def clear_build_locks(ops: list[str]) -> list[str]:
+    """Remove the lock files of torch's JIT extension builds for these ops. A build killed midway (a row's timeout,
+    the end of the budget) leaves its lock behind, and every later load of that op would wait on it for ever.
+    Only call this while nothing is building them."""
+    from torch.utils import cpp_extension
+
+    removed = []
+    for op in ops:
+        try:
+            lock = os.path.join(cpp_extension._get_build_directory(op, False), "lock")
+        except Exception:  # private helper: if it moved, leave the locks alone
+            continue
+        if os.path.exists(lock):
+            os.unlink(lock)
+            removed.append(lock)
+    return removed
 
 
 # ---------------------------------------------------------------------------------------------------------------

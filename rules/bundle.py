@@ -69,13 +69,14 @@ class BundleFiles:
     from_pretrained: list = field(default_factory=list)
     """Keyword arguments of each `from_pretrained(...)` call in train.py."""
     model_ids: list = field(default_factory=list)
-    """Literal model ids passed to `from_pretrained(...)`."""
+    """Literal model ids passed to `from_pretrained(...)` or to a trainer's `model=`."""
     calls: frozenset = frozenset()
     """Every called name in train.py, dotted as written (`deepspeed.initialize`, `model.merge_and_unload`)."""
     imports: tuple = ()
     """(module, name) for `from module import name`; (module, "") for `import module`."""
     launch_sh: str | None = None
     requirements: dict = field(default_factory=dict)
+    """requirements.txt: package -> exact version, or None when only a range is given."""
     plan_json: dict | None = None
     assumptions: list = field(default_factory=list)
 
@@ -121,12 +122,40 @@ class BundleFiles:
         """Last components of the called names (`model.merge_and_unload` -> `merge_and_unload`)."""
         return {c.rsplit(".", 1)[-1] for c in self.calls}
 
-    def launch_env(self, name: str) -> str | None:
-        """`NAME=value` set in launch.sh (exported or inline), else None."""
+    def launch_lines(self) -> list[str]:
+        """launch.sh's commands: comments dropped, backslash continuations joined."""
         if not self.launch_sh:
-            return None
-        m = re.findall(rf"(?:^|[\s;]){re.escape(name)}=([^\s;]+)", self.launch_sh)
-        return m[-1].strip("'\"") if m else None
+            return []
+        out = []
+        for line in self.launch_sh.replace("\\\n", " ").splitlines():
+            code = re.sub(r"(^|\s)#.*$", "", line).strip()
+            if code:
+                out.append(code)
+        return out
+
+    def launch_env_all(self, name: str) -> list[str]:
+        """Every value launch.sh assigns to NAME (exported or inline, not in comments), in file order."""
+        found = []
+        for line in self.launch_lines():
+            found += re.findall(rf"(?:^|[\s;]){re.escape(name)}=([^\s;]+)", line)
+        return [v.strip("'\"") for v in found]
+
+    def launch_env(self, name: str) -> str | None:
+        """The last value launch.sh assigns to NAME, else None."""
+        values = self.launch_env_all(name)
+        return values[-1] if values else None
+
+    def vllm_server_gpus(self) -> int | None:
+        """GPUs per node the launch script gives `vllm serve`: its CUDA_VISIBLE_DEVICES (or a VLLM_GPUS variable)."""
+        for line in self.launch_lines():
+            if re.search(r"\b(vllm\s+serve|trl\s+vllm-serve)\b", line):
+                m = re.search(r"CUDA_VISIBLE_DEVICES=[\"']?([0-9][0-9,]*)", line)
+                if m:
+                    return len([x for x in m.group(1).split(",") if x])
+        value = self.launch_env("VLLM_GPUS")
+        if value and re.fullmatch(r"[0-9][0-9,]*", value):
+            return len([x for x in value.split(",") if x])
+        return None
 
     def quant_4bit(self) -> bool:
         bnb = self.configs.get("BitsAndBytesConfig", {})
@@ -282,12 +311,17 @@ def _load_yaml(text: str, where: str) -> dict:
     return data
 
 
-def _read_requirements(text: str) -> dict[str, str]:
-    out = {}
+def _read_requirements(text: str) -> dict[str, str | None]:
+    """name -> exact version for `name==X`; name -> None for a range (`name>=X,<Y`): no single version."""
+    out: dict[str, str | None] = {}
     for line in text.splitlines():
-        m = re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*==\s*([0-9][^\s;#]*)", line)
-        if m:
-            out[m.group(1).lower().replace("_", "-")] = m.group(2)
+        line = line.split("#", 1)[0].strip()
+        m = re.match(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*)$", line)
+        if not m or not line:
+            continue
+        name, spec = m.group(1).lower().replace("_", "-"), m.group(2).split(";", 1)[0].strip()
+        exact = re.fullmatch(r"==\s*([0-9][^\s,]*)", spec)
+        out[name] = exact.group(1) if exact else None
     return out
 
 
@@ -359,12 +393,18 @@ def _read_train_py(files: BundleFiles, text: str, where: str) -> None:
                     files.trainer = TRAINER_OF_CONFIG[last]
             elif last == "from_pretrained":
                 files.from_pretrained.append(_kwargs(node, constants))
-                if node.args:
-                    first = _value(node.args[0], constants)
-                    if isinstance(first, str) and not isinstance(first, Unresolved):
-                        files.model_ids.append(first)
-            elif last in TRAINER_OF_CLASS and files.trainer is None:
-                files.trainer = TRAINER_OF_CLASS[last]
+                first = _value(node.args[0], constants) if node.args else None
+                for candidate in (first, files.from_pretrained[-1].get("model_name"),
+                                  files.from_pretrained[-1].get("pretrained_model_name_or_path")):
+                    if isinstance(candidate, str) and not isinstance(candidate, Unresolved):
+                        files.model_ids.append(candidate)
+                        break
+            elif last in TRAINER_OF_CLASS or last.endswith("Trainer"):
+                kwargs = _kwargs(node, constants)
+                if isinstance(kwargs.get("model"), str) and not isinstance(kwargs["model"], Unresolved):
+                    files.model_ids.append(kwargs["model"])  # SFTTrainer(model="Qwen/Qwen2.5-0.5B", ...)
+                if last in TRAINER_OF_CLASS and files.trainer is None:
+                    files.trainer = TRAINER_OF_CLASS[last]
     files.calls = frozenset(calls)
     files.imports = tuple(imports)
 
@@ -377,11 +417,59 @@ def _module_constants(tree: ast.Module) -> dict[str, Any]:
             value = _value(node.value, out)
             if not isinstance(value, Unresolved):
                 out[node.targets[0].id] = value
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            value = _function_result(node, out)
+            if value is not _NO_RESULT:
+                out[_FUNC_PREFIX + node.name] = value
+    for node in ast.walk(tree):
+        # names assigned inside functions (`attn = CONFIG["attn"]`): the first assignment is the main path
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id not in out):
+            value = _value(node.value, out)
+            if not isinstance(value, Unresolved) and not isinstance(value, dict):
+                out.setdefault(_LOCAL_PREFIX + node.targets[0].id, value)
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and (isinstance(node.value, ast.Dict) or (isinstance(node.value, ast.Call)
+                                                          and _dotted(node.value.func) == "dict"))):
+            value = _value(node.value, out)
+            if isinstance(value, dict):
+                out[_DICT_PREFIX + node.targets[0].id] = value
     return out
 
 
 def _kwargs(call: ast.Call, constants: dict[str, Any]) -> dict[str, Any]:
-    return {kw.arg: _value(kw.value, constants) for kw in call.keywords if kw.arg is not None}
+    """Keyword arguments as values; `**name` is expanded when `name = dict(...)` / `{...}` was assigned in the file."""
+    out: dict[str, Any] = {}
+    for kw in call.keywords:
+        if kw.arg is not None:
+            out[kw.arg] = _value(kw.value, constants)
+        elif isinstance(kw.value, ast.Name) and isinstance(constants.get(_DICT_PREFIX + kw.value.id), dict):
+            out.update(constants[_DICT_PREFIX + kw.value.id])
+    return out
+
+
+_DICT_PREFIX = "\0dict:"
+_FUNC_PREFIX = "\0func:"
+_LOCAL_PREFIX = "\0local:"
+_NO_RESULT = object()
+
+
+def _function_result(fn: ast.FunctionDef, constants: dict[str, Any]) -> Any:
+    """What a small module-level helper returns, when the file says it without running: every `return` gives the
+    same literal (e.g. `return None`), or each returns None or a dict display (`{"": local_rank}`: a per-process
+    placement, read as a dict whose values are unresolved)."""
+    returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if not returns:
+        return _NO_RESULT
+    values = [_value(r, constants) if r is not None else None for r in returns]
+    if all(not isinstance(v, Unresolved) for v in values) and all(v == values[0] for v in values):
+        return values[0]
+    if all(r is None or (isinstance(r, ast.Constant) and r.value is None) or isinstance(r, ast.Dict) for r in returns):
+        dicts = [v for v in values if isinstance(v, dict)]
+        return dicts[0] if dicts else None
+    return _NO_RESULT
+"""Key prefix for dict-valued assignments anywhere in the file (`common = dict(...)` inside a function)."""
 
 
 def _value(node: ast.AST, constants: dict[str, Any]) -> Any:
@@ -391,10 +479,25 @@ def _value(node: ast.AST, constants: dict[str, Any]) -> Any:
         pass
     if isinstance(node, ast.Name) and node.id in constants:
         return constants[node.id]
+    if isinstance(node, ast.Name) and _LOCAL_PREFIX + node.id in constants:
+        return constants[_LOCAL_PREFIX + node.id]
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        container = constants.get(node.value.id)
+        key = _value(node.slice, constants)
+        if isinstance(container, dict) and not isinstance(key, Unresolved) and key in container:
+            return container[key]
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        # `CONFIG["liger"] and not args.cpu`: runtime flags (args.*) are taken as true for a GPU run
+        known = [v for v in (_value(e, constants) for e in node.values) if not isinstance(v, Unresolved)]
+        if known:
+            falsy = [v for v in known if not v]
+            return falsy[0] if falsy else known[-1]
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
         return node.attr  # torch.bfloat16 -> "bfloat16"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _FUNC_PREFIX + node.func.id in constants:
+        return constants[_FUNC_PREFIX + node.func.id]
     if isinstance(node, ast.Call) and _dotted(node.func) == "dict" and not node.args:
-        return _kwargs(node, constants)
+        return {k: v for k, v in _kwargs(node, constants).items()}
     if isinstance(node, ast.Dict):
         out = {}
         for k, v in zip(node.keys, node.values, strict=False):
@@ -454,7 +557,7 @@ def hardware_hint(files: BundleFiles) -> dict:
     if "nodes" not in out and machines:
         out["nodes"] = machines
     if "gpus_per_node" not in out and procs and procs > 0:
-        out["gpus_per_node"] = max(1, procs // max(1, out.get("nodes", 1)))
+        out["gpus_per_node"] = max(1, procs // max(1, out.get("nodes", 1))) + (files.vllm_server_gpus() or 0)
     return out
 
 
@@ -573,7 +676,10 @@ def plan_from_files(files: BundleFiles, model, target):
             seq_len = 1024
     micro = get("per_device_train_batch_size", 8, "TrainingArguments default")
     accum = get("gradient_accumulation_steps", 1, "TrainingArguments default")
-    ckpt = a.get("activation_checkpointing", a.get("gradient_checkpointing", True))
+    ckpt = _truthy(a.get("activation_checkpointing", a.get("gradient_checkpointing", True)))
+    # FSDP checkpoints layers itself (the trainer flag must then be off); Unsloth has its own ("unsloth" mode)
+    ckpt = ckpt or _truthy(fsdp.get("fsdp_activation_checkpointing")) or bool(
+        files.model_init_kwargs.get("use_gradient_checkpointing"))
     attn = files.model_init_kwargs.get("attn_implementation") or a.get("attn_implementation")
     if not isinstance(attn, str) or isinstance(attn, Unresolved):
         attn = "sdpa"
@@ -588,8 +694,11 @@ def plan_from_files(files: BundleFiles, model, target):
     vllm_mode = str(a.get("vllm_mode", "colocate")) if use_vllm else "none"
     vllm_gpus = 0
     if vllm_mode == "server":
-        vllm_gpus = max(1, target.gpus_per_node - (procs // nodes if procs and procs > 0 else target.gpus_per_node - 1))
-        notes.append(f"vllm_gpus = {vllm_gpus} (GPUs per node not used by training processes)")
+        vllm_gpus = files.vllm_server_gpus() or 0
+        if not vllm_gpus:
+            vllm_gpus = max(1, target.gpus_per_node - (procs // nodes if procs and procs > 0
+                                                       else target.gpus_per_node - 1))
+            notes.append(f"vllm_gpus = {vllm_gpus} (GPUs per node not used by training processes)")
     if not procs or procs < 1:
         procs = target.world_size - vllm_gpus * nodes
         notes.append(f"num_processes = {procs} (one per training GPU of the target)")
@@ -598,6 +707,8 @@ def plan_from_files(files: BundleFiles, model, target):
         ref = "precompute" if _truthy(a.get("precompute_ref_log_probs")) else ("none" if method != "full" else "copy")
     elif trainer == "rloo" or (trainer == "grpo" and (a.get("beta") or 0) > 0):
         ref = "none" if method != "full" else "copy"
+    elif trainer == "gkd":
+        ref = "copy"  # the teacher model
     unsloth = any(m == "unsloth" or m.startswith("unsloth.") for m, _ in files.imports)
     return Plan(
         trainer=trainer, method=method, lora_r=int(lora_r), backend=backend, zero_stage=zero_stage, offload=offload,

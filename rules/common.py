@@ -9,7 +9,7 @@ from rules.model import Context
 
 GIB = 1 << 30
 
-# Official release trees the References sections point to (the versions api-facts.md read).
+# Release trees the References sections point to: the versions the rules were checked against.
 TRL = "https://github.com/huggingface/trl/blob/v1.16.0"
 TRANSFORMERS = "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers"
 ACCELERATE = "https://github.com/huggingface/accelerate/blob/v1.15.0/src/accelerate"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 if sys.version_info >= (3, 11):
@@ -12,7 +12,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_toml(name: str) -> dict:
     """The parsed contents of rules/data/NAME (cached; callers must not mutate the result)."""
     text = resources.files("rules.data").joinpath(name).read_text(encoding="utf-8")
@@ -31,3 +31,13 @@ def pins_when_used() -> dict[str, str]:
 def requires() -> dict[str, str]:
     """Package -> version floor the bundle declares (e.g. torch >=2.6)."""
     return dict(load_toml("pins.toml").get("requires", {}))
+
+
+def is_exact(value: str) -> bool:
+    """pins.toml convention: a value starting with a digit is an exact version, anything else a specifier."""
+    return str(value)[:1].isdigit()
+
+
+def unsloth_env() -> dict[str, str]:
+    """The separate environment an Unsloth bundle pins (pins.toml [unsloth]): exact versions and specifiers."""
+    return dict(load_toml("pins.toml").get("unsloth", {}))

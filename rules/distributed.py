@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from rules.bundle import Unresolved
 from rules.common import NO_FILES, as_int, truthy, uses_zero3
-from rules.model import Context, Result, fail, na, ok
+from rules.model import Context, Result, fail, na, ok, unknown
 from rules.registry import rule
 
 
@@ -35,6 +36,8 @@ def zero3_rejects_device_map(ctx: Context) -> Result:
     device_map = ctx.files.model_init_kwargs.get("device_map")
     if device_map is None:
         return ok("no device_map")
+    if isinstance(device_map, Unresolved):
+        return unknown(f"device_map is computed at run time ({device_map}); under ZeRO-3 it must be None")
     return fail(f"device_map={device_map!r} is passed to from_pretrained under ZeRO-3",
                 "remove device_map (TRL passes device_map=None under DeepSpeed by itself)")
 

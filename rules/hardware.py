@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.common import GIB, best_attn, cc, gib, gpu_name, half_precision, is_flash, is_flash3, is_hub_kernel
+from rules.common import GIB, best_attn, cc, gib, gpu_name, half_precision, is_flash, is_flash3
 from rules.model import Context, Result, fail, na, ok
 from rules.registry import rule
 
@@ -359,4 +359,3 @@ RULES = (bf16_needs_ampere, flash_attention_needs_ampere, flash_attention_needs_
          mig_slices_cannot_train_together, gpu_memory_held_by_other_processes, gemma2_rejects_sdpa,
          shared_memory_too_small)
 
-__all__ = ["RULES", "is_hub_kernel"]

@@ -28,7 +28,7 @@ UNKNOWN: Status = "unknown"
 
 AREAS: dict[str, str] = {
     "HW": "hardware",
-    "DS": "distributed (DeepSpeed, FSDP)",
+    "DS": "distributed: DeepSpeed and FSDP",
     "PEFT": "LoRA, QLoRA and quantization",
     "SP": "sequence and context parallelism",
     "TRN": "trainer arithmetic and trainer-specific",
@@ -133,7 +133,7 @@ class Rule:
     applies_to: tuple[tuple[str, str], ...] = ()
     """(package, specifier): the rule is not applicable when a known version falls outside the specifier."""
     seed_id: str | None = None
-    """The constraint id in the research seed (rules-from-issues.md) this rule descends from."""
+    """The id of the issue-mined constraint (HW-01, SP-02 ...) this rule descends from, kept for traceability."""
     auto_fixable: bool = False
 
     @property
@@ -231,9 +231,18 @@ def default_versions(target: Target, plan: Plan) -> tuple[dict[str, str], dict[s
     pins = datafiles.pins()
     if getattr(plan, "vllm_mode", "none") != "none":
         pins.update(datafiles.pins_when_used())
+    if getattr(plan, "unsloth", False):
+        # An Unsloth bundle pins its own environment (trl<=1.15 ...): exact pins replace the TRL 1.16 ones, and a
+        # package given only as a range (datasets>=3.4.1,<5) has no single version to assume.
+        for name, value in datafiles.unsloth_env().items():
+            if datafiles.is_exact(value):
+                pins[name] = value
+            else:
+                pins.pop(name, None)
+                pins.pop(normalize_package(name), None)
     for name, value in pins.items():
         key = normalize_package(name)
-        if key not in versions:
+        if key not in versions and datafiles.is_exact(value):
             versions[key] = value
             origin[key] = "pin"
     return versions, origin

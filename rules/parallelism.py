@@ -470,8 +470,10 @@ def cp_and_sp_exclusive(ctx: Context) -> Result:
     ## References
     - https://github.com/huggingface/accelerate/blob/v1.15.0/src/accelerate/parallelism_config.py
     """
+    if _sp(ctx) <= 1 and _cp(ctx) <= 1:
+        return na("no SP or CP")
     if _sp(ctx) <= 1 or _cp(ctx) <= 1:
-        return na("at most one of SP and CP")
+        return ok("only one of SP and CP")
     fix = {"cp_size": 1} if ctx.plan.backend == "deepspeed" else {"sp_size": 1}
     return fail(f"sp_size {_sp(ctx)} and cp_size {_cp(ctx)} are both set", "keep --sp-size (DeepSpeed) or "
                 "--cp-size (FSDP2), not both", fix)

@@ -92,7 +92,12 @@ def lookup(rules: Iterable[Rule], key: str) -> Rule:
     for r in rules:
         if r.id.lower() == wanted.lower() or r.name == wanted.lower():
             return r
-    close = difflib.get_close_matches(wanted.upper(), [r.id for r in rules], n=3, cutoff=0.6)
+    close = []
+    m = re.fullmatch(r"([A-Za-z]+)-?0*(\d{1,3})", wanted)
+    if m:  # `sp1`, `SP-01` -> SP001
+        padded = f"{m.group(1).upper()}{int(m.group(2)):03d}"
+        close += [r.id for r in rules if r.id == padded]
+    close += difflib.get_close_matches(wanted.upper(), [r.id for r in rules], n=3, cutoff=0.6)
     close += difflib.get_close_matches(wanted.lower(), [r.name for r in rules], n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(dict.fromkeys(close))}?" if close else "list them with: trl-advisor rules"
+    hint = f"did you mean {', '.join(list(dict.fromkeys(close))[:3])}?" if close else "list them with: trl-advisor rules"
     raise UnknownNameError(f"unknown rule '{key}'", hint=hint)

@@ -1,0 +1,501 @@
+"""Checks a bundle: each config file against its JSON schema, and the files against each other (what train.py's
+CONFIG says, accelerate.yaml, ds_config.json, launch.sh and plan.json must agree with)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shlex
+from functools import cache
+from importlib import resources
+
+import jsonschema
+import yaml
+
+from advisor.plan import Plan
+from advisor.specs import ModelSpec
+
+REQUIRED_FILES = ("README.md", "plan.json", "train.py", "accelerate.yaml", "launch.sh", "requirements.txt",
+                  "model_config.json")
+PLAN_JSON_KEYS = ("backend", "zero_stage", "offload", "method", "precision", "micro_batch", "grad_accum", "grad_ckpt",
+                  "liger", "sp_size", "cp_size", "vllm_mode", "num_processes", "nodes")
+"""The `plan` keys of `generate --json` (CONTRACT.md)."""
+
+_DISTRIBUTED = {"single": "NO", "ddp": "MULTI_GPU", "deepspeed": "DEEPSPEED", "fsdp2": "FSDP"}
+_MIXED = {"bf16": "bf16", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "no"}
+
+
+@cache
+def load_schema(name: str) -> dict:
+    """advisor/schemas/NAME as a dict (package data)."""
+    return json.loads(resources.files("advisor.schemas").joinpath(name).read_text(encoding="utf-8"))
+
+
+def schema_errors(document, schema_name: str) -> list[str]:
+    validator = jsonschema.Draft202012Validator(load_schema(schema_name))
+    out = []
+    for err in sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path)):
+        where = "/".join(str(p) for p in err.absolute_path) or "(top)"
+        out.append(f"{where}: {err.message}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- plan invariants
+
+def plan_invariants(plan: Plan, model: ModelSpec | None = None) -> list[str]:
+    """Structural consistency of a plan: what must hold for its bundle to be coherent (not whether it fits or is
+    fast; the rules judge that). Empty when the plan is consistent."""
+    p = plan
+    out: list[str] = []
+
+    def need(cond: bool, text: str) -> None:
+        if not cond:
+            out.append(text)
+
+    need(p.trainer in ("sft", "dpo", "grpo", "rloo", "kto", "gkd"), f"unknown trainer {p.trainer}")
+    need(p.method in ("full", "lora", "qlora"), f"unknown method {p.method}")
+    need(p.backend in _DISTRIBUTED, f"unknown backend {p.backend}")
+    need(p.precision in _MIXED, f"unknown precision {p.precision}")
+    need(p.offload in ("none", "optimizer", "all"), f"unknown offload {p.offload}")
+    need(p.offload_device in ("cpu", "nvme"), f"unknown offload device {p.offload_device}")
+    need(p.vllm_mode in ("none", "colocate", "server"), f"unknown vllm mode {p.vllm_mode}")
+    need(min(p.micro_batch, p.grad_accum, p.seq_len, p.nodes, p.gpus_per_node, p.num_processes, p.lora_r) >= 1,
+         "sizes must be positive")
+    need(p.sp_size >= 1 and p.cp_size >= 1, "sp_size and cp_size are at least 1")
+    need((p.zero_stage in (1, 2, 3)) == p.uses_deepspeed and (p.uses_deepspeed or p.zero_stage == 0),
+         "zero_stage is 1-3 exactly when the backend is deepspeed")
+    need(p.backend != "single" or (p.num_processes == 1 and p.nodes == 1), "backend single runs one process")
+    need(p.offload == "none" or p.backend in ("deepspeed", "fsdp2"), "offload needs DeepSpeed or FSDP2")
+    need(p.offload != "all" or p.backend == "fsdp2" or p.zero_stage == 3, "parameter offload needs ZeRO-3")
+    need(p.offload == "none" or p.offload_device == "cpu" or p.zero_stage == 3, "NVMe offload needs ZeRO-3")
+    need(p.backend != "fsdp2" or p.offload_device == "cpu", "FSDP2 offloads to CPU only")
+    vllm_per_node = p.vllm_gpus if p.vllm_mode == "server" else 0
+    need(p.num_processes == (p.gpus_per_node - vllm_per_node) * p.nodes,
+         "num_processes = (gpus_per_node - vLLM server GPUs) x nodes")
+    need(p.vllm_mode == "server" or p.vllm_gpus == 0, "vllm_gpus only in server mode")
+    need(p.vllm_mode != "server" or 1 <= p.vllm_gpus < p.gpus_per_node, "server mode leaves GPUs to train on")
+    need(p.vllm_mode == "none" or p.trainer in ("grpo", "rloo"), "only GRPO and RLOO generate with vLLM")
+    need(p.vllm_mode != "colocate" or 0.0 < p.vllm_mem_fraction < 1.0, "colocate needs 0 < vllm_mem_fraction < 1")
+    need(not (p.sp_size > 1 and p.cp_size > 1), "sequence and context parallelism exclude each other")
+    if p.sp_size > 1:
+        need(p.backend == "deepspeed", "Ulysses SP needs DeepSpeed (sp_backend deepspeed)")
+        need(p.num_processes % p.sp_size == 0, "num_processes must be a multiple of sp_size")
+        need(p.attn != "eager", "Ulysses SP rejects eager attention")
+    if p.cp_size > 1:
+        need(p.backend == "fsdp2", "ring-attention CP needs FSDP2")
+        need(p.num_processes % p.cp_size == 0, "num_processes must be a multiple of cp_size")
+        need(p.attn == "sdpa", "CP needs sdpa attention (transformers Trainer)")
+        need(not p.packing, "TRL 1.16 forbids packing with CP")
+    if p.sp_size > 1 or p.cp_size > 1:
+        need(p.trainer not in ("grpo", "rloo"), "GRPO/RLOO reject SP and CP")
+    if p.trainer in ("grpo", "rloo"):
+        need(p.num_generations >= 2, "num_generations >= 2")
+        need(0 < p.max_completion_len < p.seq_len, "0 < max_completion_len < seq_len")
+        need(p.num_generations > 0 and (p.micro_batch * p.grad_accum * p.num_processes) % p.num_generations == 0,
+             "micro_batch x grad_accum x processes must be a multiple of num_generations (GRPOConfig)")
+    need(not p.packing or p.trainer == "sft", "only SFT packs")
+    need(p.ref_model != "precompute" or p.trainer in ("dpo", "kto"), "precomputed reference: DPO/KTO only")
+    if p.unsloth:
+        need(p.backend in ("single", "ddp"), "Unsloth runs single-GPU or DDP (not DeepSpeed/FSDP)")
+        need(p.sp_size == 1 and p.cp_size == 1 and p.vllm_mode == "none", "Unsloth bundles use no SP/CP/vLLM")
+    if model is not None and p.sp_size > 1:
+        need(model.heads % p.sp_size == 0, "attention heads must divide by sp_size")
+        need(model.kv_heads % p.sp_size == 0 or p.sp_size % model.kv_heads == 0,
+             "KV heads must divide sp_size or be divisible by it")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- file parsing
+
+def train_constants(src: str) -> dict:
+    """Module-level `NAME = <literal>` assignments of train.py (CONFIG, MODEL_ID, BF16, ...); DTYPE as its text."""
+    tree = ast.parse(src)
+    out: dict = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if not name.isupper():
+                continue
+            try:
+                out[name] = ast.literal_eval(node.value)
+            except ValueError:
+                out[name] = ast.unparse(node.value)
+    return out
+
+
+def shell_unquoted_expansions(src: str) -> list[str]:
+    """`$VAR`, `${...}`, `$(...)` outside double quotes (comments and single-quoted text skipped; `$((...))`
+    arithmetic allowed). A small lexer, not a shell parser: enough for the scripts we write."""
+    problems: list[str] = []
+    stack = ["top"]  # top | dq | cmd (inside $( ), unquoted) | arith | paren
+    i, line, n = 0, 1, len(src)
+    at_word_start = True
+    while i < n:
+        c = src[i]
+        ctx = stack[-1]
+        if c == "\n":
+            line += 1
+        if ctx in ("top", "cmd", "paren"):
+            if c == "#" and at_word_start:
+                while i < n and src[i] != "\n":
+                    i += 1
+                continue
+            if c == "\\":
+                i += 2
+                continue
+            if c == "'":
+                j = src.index("'", i + 1)
+                line += src.count("\n", i, j)
+                i = j + 1
+                at_word_start = False
+                continue
+            if c == '"':
+                stack.append("dq")
+            elif c == "$":
+                if src.startswith("$((", i):
+                    stack.append("arith")
+                    i += 3
+                    continue
+                if src.startswith("$(", i):
+                    problems.append(f"line {line}: unquoted command substitution")
+                    stack.append("cmd")
+                    i += 2
+                    continue
+                m = re.match(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])", src[i:])
+                if m:
+                    problems.append(f"line {line}: unquoted {m.group(0)}")
+                    i += len(m.group(0))
+                    continue
+            elif c == "(":
+                stack.append("paren")
+            elif c == ")" and ctx in ("cmd", "paren"):
+                stack.pop()
+            at_word_start = c in " \t\n;|&(){}"
+            i += 1
+            continue
+        if ctx == "dq":
+            if c == "\\":
+                i += 2
+                continue
+            if c == '"':
+                stack.pop()
+            elif src.startswith("$((", i):
+                stack.append("arith")
+                i += 3
+                continue
+            elif src.startswith("$(", i):
+                stack.append("cmd")
+                i += 2
+                continue
+            i += 1
+            continue
+        if ctx == "arith":
+            if src.startswith("))", i):
+                stack.pop()
+                i += 2
+                continue
+            i += 1
+            continue
+        i += 1
+    return problems
+
+
+def _requirement_names(text: str) -> dict[str, str]:
+    out = {}
+    for raw in text.splitlines():
+        s = raw.split("#", 1)[0].strip()
+        if not s:
+            continue
+        m = re.match(r"([A-Za-z0-9_.\-]+)\s*(.*)", s)
+        if m:
+            out[m.group(1).lower().replace("_", "-")] = m.group(2).strip()
+    return out
+
+
+def _shell_assignment(src: str, name: str) -> str | None:
+    m = re.search(rf"^\s*{name}=(.*)$", src, re.MULTILINE)
+    if not m:
+        return None
+    words = shlex.split(m.group(1), comments=True)
+    return words[0] if words else ""
+
+
+def _gpu_list(text: str | None) -> list[int]:
+    return [int(x) for x in (text or "").split(",") if x.strip().isdigit()]
+
+
+# ----------------------------------------------------------------------------------------------------- the checks
+
+def check_bundle_files(files: dict[str, str]) -> list[str]:
+    """Problems found in a bundle (file name -> content); an empty list means consistent."""
+    problems: list[str] = []
+    for name in REQUIRED_FILES:
+        if name not in files:
+            problems.append(f"{name}: missing")
+    if "train.py" not in files:
+        return problems
+    src = files["train.py"]
+    try:
+        compile(src, "train.py", "exec")
+    except SyntaxError as exc:
+        return problems + [f"train.py: does not compile: {exc}"]
+    consts = train_constants(src)
+    cfg = consts.get("CONFIG")
+    if not isinstance(cfg, dict):
+        return problems + ["train.py: no literal CONFIG dict at module level"]
+    missing = [k for k in Plan.__dataclass_fields__ if k not in cfg]
+    if missing:
+        return problems + [f"train.py: CONFIG lacks {', '.join(missing)}"]
+    plan = Plan(**{k: cfg[k] for k in Plan.__dataclass_fields__})
+    problems += [f"train.py: CONFIG: {p}" for p in plan_invariants(plan)]
+    problems += _check_train(src, consts, plan, cfg)
+    problems += _check_plan_json(files, plan)
+    problems += _check_accelerate(files, plan, cfg)
+    problems += _check_ds(files, plan)
+    problems += _check_launch(files, plan, cfg)
+    problems += _check_slurm(files, plan)
+    problems += _check_requirements(files, plan)
+    problems += _check_model_config(files)
+    return problems
+
+
+def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
+    out = []
+    if consts.get("TRUST_REMOTE_CODE") != plan.trust_remote_code:
+        out.append("train.py: TRUST_REMOTE_CODE differs from the plan's trust_remote_code")
+    if not plan.trust_remote_code and re.search(r"""trust_remote_code["']?\s*[:=]\s*True""", src):
+        out.append("train.py: trust_remote_code=True although the plan does not ask for it")
+    want_bf16 = plan.precision in ("bf16", "bf16-mixed")
+    want_fp16 = plan.precision == "fp16-mixed"
+    if consts.get("BF16") is not want_bf16 or consts.get("FP16") is not want_fp16:
+        out.append(f"train.py: BF16={consts.get('BF16')} FP16={consts.get('FP16')} do not match precision "
+                   f"{plan.precision}")
+    want_dtype = "torch.bfloat16" if plan.precision == "bf16" else "torch.float32"
+    if consts.get("DTYPE") != want_dtype:
+        out.append(f"train.py: DTYPE {consts.get('DTYPE')} but precision {plan.precision} loads {want_dtype}")
+    for arg, key in (("per_device_train_batch_size", "micro_batch"), ("gradient_accumulation_steps", "grad_accum")):
+        if f'{arg}=CONFIG["{key}"]' not in src:
+            out.append(f"train.py: {arg} is not taken from CONFIG['{key}']")
+    pad = cfg.get("pad_to_multiple_of")
+    want_pad = plan.sp_size if plan.sp_size > 1 else 2 * plan.cp_size if plan.cp_size > 1 else None
+    if pad != want_pad:
+        out.append(f"train.py: pad_to_multiple_of {pad} but sp_size={plan.sp_size}, cp_size={plan.cp_size} "
+                   f"need {want_pad}")
+    if plan.backend == "fsdp2" and plan.grad_ckpt and "gradient_checkpointing=False" not in src:
+        out.append("train.py: FSDP2 checkpoints activations itself; TRL's gradient_checkpointing must be False")
+    if plan.trainer in ("grpo", "rloo"):
+        vllm_on = "use_vllm=True" in src
+        if vllm_on != (plan.vllm_mode != "none"):
+            out.append(f"train.py: use_vllm does not match vllm_mode {plan.vllm_mode}")
+    return out
+
+
+def _check_plan_json(files: dict[str, str], plan: Plan) -> list[str]:
+    if "plan.json" not in files:
+        return []
+    try:
+        doc = json.loads(files["plan.json"])
+    except json.JSONDecodeError as exc:
+        return [f"plan.json: not JSON: {exc}"]
+    out = []
+    recorded = doc.get("plan")
+    if not isinstance(recorded, dict):
+        return ["plan.json: no plan object"]
+    for key in PLAN_JSON_KEYS:
+        if key not in recorded:
+            out.append(f"plan.json: plan.{key} missing (CONTRACT.md)")
+        elif recorded[key] != getattr(plan, key):
+            out.append(f"plan.json: plan.{key}={recorded[key]!r} but train.py CONFIG has {getattr(plan, key)!r}")
+    listed = doc.get("files")
+    if sorted(listed or []) != sorted(files):
+        out.append(f"plan.json: files lists {sorted(listed or [])}, the bundle has {sorted(files)}")
+    for key in ("out", "memory", "speed"):
+        if key not in doc:
+            out.append(f"plan.json: {key} missing")
+    return out
+
+
+def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
+    if "accelerate.yaml" not in files:
+        return []
+    try:
+        doc = yaml.safe_load(files["accelerate.yaml"])
+    except yaml.YAMLError as exc:
+        return [f"accelerate.yaml: not YAML: {exc}"]
+    out = [f"accelerate.yaml: {e}" for e in schema_errors(doc, "accelerate.schema.json")]
+    if not isinstance(doc, dict):
+        return out
+    if doc.get("num_processes") != plan.num_processes:
+        out.append(f"accelerate.yaml: num_processes {doc.get('num_processes')} but the plan has "
+                   f"{plan.num_processes} processes")
+    if doc.get("num_machines") != plan.nodes:
+        out.append(f"accelerate.yaml: num_machines {doc.get('num_machines')} but the plan has {plan.nodes} nodes")
+    if doc.get("distributed_type") != _DISTRIBUTED.get(plan.backend):
+        out.append(f"accelerate.yaml: distributed_type {doc.get('distributed_type')} for backend {plan.backend}")
+    ds = doc.get("deepspeed_config") or {}
+    uses_file = "deepspeed_config_file" in ds
+    if uses_file and "mixed_precision" in doc:
+        out.append("accelerate.yaml: mixed_precision next to deepspeed_config_file (accelerate raises ValueError)")
+    if not uses_file and doc.get("mixed_precision") != _MIXED.get(plan.precision):
+        out.append(f"accelerate.yaml: mixed_precision {doc.get('mixed_precision')} for precision {plan.precision}")
+    if plan.uses_deepspeed:
+        if ds.get("deepspeed_config_file") != "ds_config.json":
+            out.append("accelerate.yaml: deepspeed_config_file must name ds_config.json")
+        if bool(ds.get("zero3_init_flag")) != (plan.zero_stage == 3):
+            out.append("accelerate.yaml: zero3_init_flag must be true exactly at ZeRO stage 3")
+        if plan.nodes > 1 and ds.get("deepspeed_multinode_launcher") != "standard":
+            out.append("accelerate.yaml: multi-node needs deepspeed_multinode_launcher standard (one launch per node)")
+    fsdp = doc.get("fsdp_config") or {}
+    if plan.backend == "fsdp2":
+        if bool(fsdp.get("fsdp_offload_params")) != (plan.offload != "none"):
+            out.append("accelerate.yaml: fsdp_offload_params does not match the plan's offload")
+        if bool(fsdp.get("fsdp_activation_checkpointing")) != plan.grad_ckpt:
+            out.append("accelerate.yaml: fsdp_activation_checkpointing does not match grad_ckpt")
+    par = doc.get("parallelism_config") or {}
+    sp = par.get("parallelism_config_sp_size", 1)
+    cp = par.get("parallelism_config_cp_size", 1)
+    if sp != plan.sp_size:
+        out.append(f"accelerate.yaml: sp_size {sp} but train.py CONFIG sp_size {plan.sp_size}")
+    if cp != plan.cp_size:
+        out.append(f"accelerate.yaml: cp_size {cp} but train.py CONFIG cp_size {plan.cp_size}")
+    if par:
+        shard = par.get("parallelism_config_dp_shard_size", 1) * par.get("parallelism_config_dp_replicate_size", 1)
+        if shard * sp * cp * par.get("parallelism_config_tp_size", 1) != plan.num_processes:
+            out.append("accelerate.yaml: dp x sp x cp x tp must equal num_processes")
+        if sp > 1 and par.get("parallelism_config_sp_attn_implementation") != cfg.get("attn"):
+            out.append("accelerate.yaml: sp_attn_implementation must equal the model's attn (train.py CONFIG)")
+    return out
+
+
+def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
+    if "ds_config.json" not in files:
+        return ["ds_config.json: missing for a DeepSpeed plan"] if plan.uses_deepspeed else []
+    if not plan.uses_deepspeed:
+        return [f"ds_config.json: present although the backend is {plan.backend}"]
+    try:
+        doc = json.loads(files["ds_config.json"])
+    except json.JSONDecodeError as exc:
+        return [f"ds_config.json: not JSON: {exc}"]
+    out = [f"ds_config.json: {e}" for e in schema_errors(doc, "ds_config.schema.json")]
+    if not isinstance(doc, dict):
+        return out
+    zero = doc.get("zero_optimization") or {}
+    if zero.get("stage") != plan.zero_stage:
+        out.append(f"ds_config.json: stage {zero.get('stage')} but the plan has ZeRO-{plan.zero_stage}")
+    opt = (zero.get("offload_optimizer") or {}).get("device", "none")
+    par = (zero.get("offload_param") or {}).get("device", "none")
+    want_opt = plan.offload_device if plan.offload in ("optimizer", "all") else "none"
+    want_par = plan.offload_device if plan.offload == "all" else "none"
+    if opt != want_opt or par != want_par:
+        out.append(f"ds_config.json: offload optimizer={opt} param={par}, the plan says {plan.offload} "
+                   f"({plan.offload_device})")
+    for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"):
+        if doc.get(key) != "auto":
+            out.append(f'ds_config.json: {key} must be "auto" (train.py\'s TrainingArguments set it)')
+    for key, want in (("bf16", plan.precision in ("bf16", "bf16-mixed")), ("fp16", plan.precision == "fp16-mixed")):
+        enabled = (doc.get(key) or {}).get("enabled", False)
+        if enabled != "auto" and enabled != want:
+            out.append(f"ds_config.json: {key}.enabled={enabled} disagrees with precision {plan.precision}")
+    if plan.zero_stage == 3 and zero.get("stage3_gather_16bit_weights_on_model_save") is not True:
+        out.append("ds_config.json: ZeRO-3 must gather 16-bit weights on save, or save_model writes empty shards")
+    return out
+
+
+def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
+    if "launch.sh" not in files:
+        return []
+    src = files["launch.sh"]
+    out = [f"launch.sh: {p}" for p in shell_unquoted_expansions(src)]
+    if "set -euo pipefail" not in src:
+        out.append("launch.sh: no `set -euo pipefail`")
+    if '"$@"' not in src:
+        out.append('launch.sh: does not pass "$@" on to train.py')
+    if "--config_file accelerate.yaml" not in src:
+        out.append("launch.sh: does not launch with --config_file accelerate.yaml")
+    if not plan.trust_remote_code and "--trust-remote-code" in src:
+        out.append("launch.sh: --trust-remote-code although the plan does not ask for it")
+    if plan.nodes > 1:
+        for flag, want in (("--num_machines", plan.nodes), ("--num_processes", plan.num_processes)):
+            m = re.search(rf"{flag}\s+'?(\d+)'?", src)
+            if not m or int(m.group(1)) != want:
+                out.append(f"launch.sh: {flag} must be {want}")
+        for flag in ("--machine_rank", "--main_process_ip", "--main_process_port"):
+            if flag not in src:
+                out.append(f"launch.sh: multi-node launch lacks {flag}")
+    server = "vllm serve" in src
+    if server != (plan.vllm_mode == "server"):
+        out.append(f"launch.sh: vllm serve {'started' if server else 'missing'} for vllm_mode {plan.vllm_mode}")
+    if plan.vllm_mode == "server":
+        vllm = _gpu_list(_shell_assignment(src, "VLLM_GPUS"))
+        train = _gpu_list(_shell_assignment(src, "TRAIN_GPUS"))
+        if set(vllm) & set(train):
+            out.append(f"launch.sh: GPUs {sorted(set(vllm) & set(train))} both serve vLLM and train")
+        if len(vllm) != plan.vllm_gpus:
+            out.append(f"launch.sh: VLLM_GPUS has {len(vllm)} GPUs, the plan {plan.vllm_gpus}")
+        if len(train) != plan.num_processes // plan.nodes:
+            out.append(f"launch.sh: TRAIN_GPUS has {len(train)} GPUs, the plan trains on "
+                       f"{plan.num_processes // plan.nodes} per node")
+        if any(g >= plan.gpus_per_node for g in vllm + train):
+            out.append(f"launch.sh: a GPU index is beyond the node's {plan.gpus_per_node} GPUs")
+        port = _shell_assignment(src, "VLLM_PORT")
+        if str(cfg.get("vllm_server_port")) != str(port):
+            out.append(f"launch.sh: VLLM_PORT {port} but train.py connects to {cfg.get('vllm_server_port')}")
+        host = _shell_assignment(src, "VLLM_HOST")
+        if cfg.get("vllm_server_host") != host:
+            out.append(f"launch.sh: VLLM_HOST {host} but train.py connects to {cfg.get('vllm_server_host')}")
+        if "/health" not in src or "trap " not in src:
+            out.append("launch.sh: the vLLM server needs a readiness wait (/health) and a trap that stops it")
+    return out
+
+
+def _check_slurm(files: dict[str, str], plan: Plan) -> list[str]:
+    if "slurm.sbatch" not in files:
+        return ["slurm.sbatch: missing for a multi-node plan"] if plan.nodes > 1 else []
+    src = files["slurm.sbatch"]
+    out = [f"slurm.sbatch: {p}" for p in shell_unquoted_expansions(src)]
+    directives = dict(re.findall(r"^#SBATCH\s+(--[a-z-]+)=(\S+)", src, re.MULTILINE))
+    if directives.get("--nodes") != str(plan.nodes):
+        out.append(f"slurm.sbatch: --nodes={directives.get('--nodes')} but the plan has {plan.nodes} nodes")
+    if directives.get("--ntasks-per-node") != "1":
+        out.append("slurm.sbatch: one task per node (each runs one accelerate launch)")
+    if directives.get("--gres") != f"gpu:{plan.gpus_per_node}":
+        out.append(f"slurm.sbatch: --gres={directives.get('--gres')} but each node has {plan.gpus_per_node} GPUs")
+    if "set -euo pipefail" not in src or "scontrol show hostnames" not in src or "srun" not in src:
+        out.append("slurm.sbatch: needs set -euo pipefail, the head node from scontrol, and srun")
+    return out
+
+
+def _check_requirements(files: dict[str, str], plan: Plan) -> list[str]:
+    if "requirements.txt" not in files:
+        return []
+    reqs = _requirement_names(files["requirements.txt"])
+    out = []
+    expected = {"trl": True, "deepspeed": plan.uses_deepspeed, "vllm": plan.vllm_mode != "none",
+                "bitsandbytes": plan.method == "qlora", "liger-kernel": plan.liger and not plan.unsloth,
+                "unsloth": plan.unsloth, "peft": plan.method != "full" or plan.unsloth}  # unsloth imports peft
+    for name, want in expected.items():
+        if (name in reqs) != want:
+            out.append(f"requirements.txt: {name} {'missing' if want else 'not needed'} for this plan")
+    trl = reqs.get("trl", "")
+    if plan.unsloth and trl != "==1.15.0":
+        out.append("requirements.txt: Unsloth 2026.10.9 needs trl<=1.15.0 (pin 1.15.0)")
+    if not plan.unsloth and trl != "==1.16.0":
+        out.append("requirements.txt: train.py uses the TRL 1.16 API; pin trl==1.16.0")
+    return out
+
+
+def _check_model_config(files: dict[str, str]) -> list[str]:
+    if "model_config.json" not in files:
+        return []
+    try:
+        doc = json.loads(files["model_config.json"])
+    except json.JSONDecodeError as exc:
+        return [f"model_config.json: not JSON: {exc}"]
+    out = []
+    if not isinstance(doc.get("model_type"), str):
+        out.append("model_config.json: no model_type")
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size"):
+        if not isinstance(doc.get(key), int) or doc[key] <= 0:
+            out.append(f"model_config.json: {key} must be a positive integer")
+    return out

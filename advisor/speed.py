@@ -1,0 +1,496 @@
+"""Step time of one TRL 1.16 training run, before it is launched.
+
+Pure arithmetic: FLOPs and bytes of each part of an optimizer step, divided by what the GPU, its links and the host
+can sustain. A step is ``grad_accum`` micro-batches, then the optimizer; GRPO/RLOO add a generation and its
+log-prob passes once per step (steps_per_generation = grad_accum). GPU work and the CPU that launches it run
+asynchronously, so a micro-batch takes max(GPU time, CPU dispatch time); the dispatch excess is `overhead`.
+
+The breakdown's values add up to step_seconds exactly. FITTED constants are declared in one block below, each to be
+calibrated against bench/results (step_seconds_median per configuration); the rest are physical counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from advisor import memory as M
+from advisor.memory import FP32, HALF, MemoryEstimate, Precision, dims
+from advisor.plan import Plan
+from advisor.specs import ModelSpec
+from advisor.target import PCIE_GBPS, Target
+
+GB = 1e9
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Physical counts
+# ---------------------------------------------------------------------------------------------------------------------
+KERNELS_FWD_PER_LAYER = 40
+"""CUDA kernels one Llama/Qwen2 decoder layer launches in an eager bf16 forward (modeling_llama.py): two RMSNorms of 8
+ops each (to fp32, pow, mean, add eps, rsqrt, mul, to bf16, mul weight), q/k/v/o projections, RoPE on q and k (mul,
+slice-neg-cat, mul, add: ~5 each), SDPA, the transpose copy, two residual adds, gate, up, SiLU, mul, down."""
+KERNELS_BWD_PER_LAYER = 70
+"""... and in its backward (about 1.75x: two GEMMs per Linear, elementwise grads of norm, RoPE and SiLU)."""
+DECODE_KERNELS_PER_LAYER = 50
+"""One decode step of HF generate per layer: the forward's 40 plus the DynamicCache cat of K and V and mask ops."""
+DECODE_KERNELS_PER_STEP = 40
+"""Per decode step outside the layers: embedding, final norm, LM head, logits processors, sampling, stopping checks."""
+HEAD_KERNELS_PER_TILE = 4
+"""Fused LM head: GEMM + fold kernel per CHUNK_TOKENS x CHUNK_VOCAB tile forward; GEMM, fold, 2 addmm backward."""
+CPU_ADAM_BYTES_PER_PARAM = 30
+"""DeepSpeedCPUAdam per fp32 parameter: reads master, grad, exp_avg, exp_avg_sq (16 B), writes master, exp_avg,
+exp_avg_sq (12 B) and the 16-bit copy sent back (2 B)."""
+TORCH_CPU_ADAM_SLOWDOWN = 6.0
+"""torch's own CPU AdamW (FSDP2 CPUOffloadPolicy) vs DeepSpeedCPUAdam: the ZeRO-Offload paper (arXiv:2101.06840,
+section 5.1) reports CPU-Adam up to 6x faster than PyTorch's CPU Adam."""
+DEFAULT_CPU_CORES = 32
+"""Host cores assumed when the target does not say (catalogue targets)."""
+DS_CPUADAM_CORES = 0.8
+"""DeepSpeed offload_optimizer.cpuadam_cores_perc default: CPU Adam uses 80% of the cores."""
+
+# ---------------------------------------------------------------------------------------------------------------------
+# FITTED constants: starting values, to be calibrated against bench/results step_seconds_median.
+# ---------------------------------------------------------------------------------------------------------------------
+MFU_CEILING = 0.55
+"""Fraction of the dense bf16 peak that large training GEMMs sustain (Megatron-LM / TorchTitan H100 reports: 0.4-0.55
+MFU end to end)."""
+HIDDEN_HALF = 512
+"""Hidden size at which GEMM efficiency halves: small models run skinny GEMMs (efficiency x h / (h + HIDDEN_HALF))."""
+TOKENS_HALF = 256
+"""Tokens per micro-batch at which efficiency halves (x t / (t + TOKENS_HALF)): short micro-batches underfill the GPU."""
+LAUNCH_SECONDS = 35e-6
+"""CPU time per launched kernel in eager PyTorch (Python module call, transformers' attention interface, dispatcher,
+launch), amortized. Seeded from spot measurements on one H200 (torch 2.11, transformers 5.17, TRL 1.16): Qwen2.5-0.5B
+at 2k tokens per micro-batch runs 0.10 s/step without checkpointing and 0.18 s with it, whatever the GPU work."""
+LIGER_KERNELS_FWD_PER_LAYER = 36
+"""Launch-equivalents of a layer's forward with Liger: its fused RMSNorm, RoPE and SwiGLU replace ~20 eager ops by 4
+Triton launches, but a Triton launch costs several eager ones on the CPU; measured (0.5B, H200): 5% less step time."""
+LIGER_KERNELS_BWD_PER_LAYER = 64
+LORA_KERNELS_PER_LINEAR = (4, 8)
+"""Launch-equivalents PEFT lora.Linear adds per adapted Linear, forward and backward (input cast, dropout, A, B,
+scale, add, cast back); fitted with LAUNCH_SECONDS to the same measurements."""
+CKPT_LAYER_SECONDS = 3e-3
+"""CPU time torch.utils.checkpoint (non-reentrant, transformers' default) adds per checkpointed layer per micro-batch
+beyond the recomputed forward's launches (saved-tensor hooks, recompute graph); same spot measurements."""
+MEM_BW_EFFICIENCY = 0.8
+"""Fraction of the HBM bandwidth streaming kernels (optimizer, dequantization, decode) reach."""
+COMM_OVERLAP = 0.8
+"""Fraction of the compute window collectives can hide behind; at least (1 - COMM_OVERLAP) of each stays exposed
+(last bucket, synchronisation)."""
+STEP_FIXED_SECONDS = 0.01
+"""Per optimizer step outside the model: dataloader, grad-norm .item() sync, scheduler, logging, Trainer callbacks."""
+DS_GRAD_HOOK_SECONDS = 4.5e-4
+"""DeepSpeed ZeRO-1/2 cost per trainable parameter tensor per micro-batch (grad hook, copy into the ipg bucket,
+bucket bookkeeping). Seeded from gpu-notes.md: 0.5B (290 tensors), 8 x 1024 tokens, one H200: ZeRO-2 0.25 s vs plain
+0.12 s per step -> 0.13 s / 290."""
+DS_FETCH_SECONDS = 4.3e-4
+"""DeepSpeed ZeRO-3 cost per parameter tensor per fetch pass (pre/post-forward hooks, all-gather launch, release).
+Seeded from the same note: ZeRO-3 0.50 s -> (0.38 - 0.13) s / (290 tensors x 2 passes: forward, backward; the
+note's plain 0.12 s matches a run without checkpointing, measured 0.10-0.13 s)."""
+CPU_ADAM_GBPS_PER_CORE = 2.0
+"""Host memory bandwidth DeepSpeedCPUAdam gets per core (AVX-512 loops), GB/s."""
+HOST_MEMORY_BW_GBPS = 150.0
+"""Cap on a node's usable host memory bandwidth (two-socket DDR5 servers: ~300 GB/s peak, ~50% sustained)."""
+NVME_GBPS = 6.0
+"""Sequential NVMe bandwidth per node for ZeRO-Infinity swaps (one PCIe 4 x4 drive: ~7 GB/s read)."""
+VLLM_STEP_SECONDS = 2e-3
+"""vLLM scheduler + CUDA-graph launch time per decode step."""
+
+
+@dataclass(frozen=True)
+class SpeedEstimate:
+    step_seconds: float
+    tokens_per_second: float
+    """Trained tokens per second over all GPUs (Plan.tokens_per_step / step_seconds; DPO counts chosen + rejected)."""
+    mfu: float
+    """Model FLOPs utilization: useful training FLOPs (no recompute, reference or generation) / (step x peak), per GPU."""
+    breakdown: dict[str, float] = field(default_factory=dict)
+    """Seconds per step: compute (GEMMs), adapters (PEFT's elementwise work), attention, recompute, dequantize
+    (QLoRA), reference (reference / KL / teacher forwards, GRPO/RLOO log-prob passes), communication (exposed),
+    offload_transfer, cpu_adam, optimizer_step, generation, overhead (CPU dispatch beyond the GPU work, DeepSpeed hooks,
+    the Trainer's fixed cost). They add up to step_seconds."""
+    flops_per_step: float = 0.0
+    """Training FLOPs one GPU executes per step (with recompute and in-loss reference forwards; not generation)."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Rates
+# ---------------------------------------------------------------------------------------------------------------------
+def peak_flops(plan: Plan, target: Target) -> float:
+    """Dense tensor-core peak for the compute dtype (bf16/fp16 for 16-bit and mixed precision; fp32 without TF32,
+    PyTorch's default for matmuls)."""
+    return target.gpu.peak_tflops(plan.precision) * 1e12
+
+
+def gemm_efficiency(hidden: int, tokens: int) -> float:
+    """Achieved fraction of peak: MFU_CEILING, reduced for skinny GEMMs (small hidden) and short micro-batches."""
+    return MFU_CEILING * hidden / (hidden + HIDDEN_HALF) * tokens / (tokens + TOKENS_HALF)
+
+
+def mem_bw(target: Target) -> float:
+    return target.gpu.mem_bw_gbps * GB * MEM_BW_EFFICIENCY
+
+
+def collective_seconds(nbytes: float, factor: float, ranks: int, plan: Plan, target: Target) -> float:
+    """Ring collective time (NCCL tests PERFORMANCE.md: all-reduce moves 2(n-1)/n x S per rank, all-gather and
+    reduce-scatter (n-1)/n x S; factor = 2 or 1). Hierarchical over nodes: the intra-node part at the per-GPU NVLink /
+    PCIe bandwidth, the inter-node part of S through the node's NICs (inter_node_bw_gbps per node)."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    per_node = max(1, min(ranks, plan.gpus_per_node - plan.vllm_gpus))
+    nodes = max(1, -(-ranks // per_node))
+    t = factor * nbytes * (per_node - 1) / per_node / (target.intra_node_bw_gbps * GB) if per_node > 1 else 0.0
+    if nodes > 1:
+        t += factor * nbytes * (nodes - 1) / nodes / (target.inter_node_bw_gbps * GB)
+    return t
+
+
+def exposed(comm: float, window: float) -> float:
+    """What a collective adds to the step when it can overlap `window` seconds of compute."""
+    if comm <= 0:
+        return 0.0
+    return max(comm - COMM_OVERLAP * window, (1 - COMM_OVERLAP) * comm)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# FLOPs (Kaplan et al. arXiv:2001.08361 / PaLM arXiv:2204.02311 appendix B: 2 FLOPs per weight per token forward,
+# backward twice the forward -> 6N; attention scores and values 2 x 2 x s x heads x head_dim per token per layer
+# forward, halved for a causal mask -> 6 L s (heads x head_dim) per token for training)
+# ---------------------------------------------------------------------------------------------------------------------
+def attention_context(model: ModelSpec, seq_len: int) -> float:
+    """Keys each query attends to on average x 2 (causal: s/2 x 2 = s); sliding windows cap it (Gemma2/3 alternate
+    local and global layers)."""
+    s = float(seq_len)
+    if model.attention == "sliding" and model.sliding_window:
+        return min(s, 2.0 * model.sliding_window)
+    if model.attention == "sliding-mix" and model.sliding_window:
+        return (s + min(s, 2.0 * model.sliding_window)) / 2
+    return s
+
+
+def forward_flops(d: M.Dims, model: ModelSpec, tokens: float, logit_tok: float, seq_len: int) -> tuple[float, float]:
+    """(matmul, attention) FLOPs of one forward over `tokens` tokens, `logit_tok` of which go through the LM head."""
+    body = 2.0 * (d.matmul_active - d.lm_head) * tokens
+    head = 2.0 * d.lm_head * logit_tok
+    attn = 2.0 * attention_context(model, seq_len) * d.q * d.L * tokens
+    return body + head, attn
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Terms
+# ---------------------------------------------------------------------------------------------------------------------
+def micro_batch_times(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> dict[str, float]:
+    """GPU seconds of one micro-batch's forward + backward (+ recompute, dequantization, reference forwards), its
+    CPU dispatch time, and its useful FLOPs."""
+    t = M.local_tokens(plan)
+    n_logit = M.logit_tokens(plan)
+    peak = peak_flops(plan, target)
+    eff = gemm_efficiency(d.h, t)
+    mm_f, attn_f = forward_flops(d, model, t, n_logit, plan.seq_len)
+    head_f = 2.0 * d.lm_head * n_logit
+    body_f = mm_f - head_f
+    adapter = plan.method != "full"
+    lora_f = 2.0 * d.lora(plan.lora_r) * t if adapter else 0.0
+    if adapter:
+        # frozen base: forward + input-gradient GEMMs (4N); attention's backward still runs to reach earlier adapters
+        train_mm = 2 * body_f + 2 * head_f + 3 * lora_f
+    else:
+        train_mm = 3 * mm_f
+    train_attn = 3 * attn_f
+    eager_bytes = 0.0
+    if plan.attn == "eager":
+        # eager computes the full (non-causal) score matrix and streams it through HBM: QK^T out (2 B), scale (4),
+        # mask add (6), fp32 softmax (6), bf16 cast (6), read by AV (2): ~26 B per score forward, ~2x in backward.
+        rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
+        scores = rows * (d.heads / max(1, plan.sp_size)) * plan.seq_len ** 2 / max(1, plan.cp_size) * d.L
+        eager_bytes = scores * 26.0
+        train_attn *= 2.0  # no causal skipping
+    recompute_mm = (body_f + lora_f) if plan.grad_ckpt else 0.0
+    recompute_attn = attn_f * (2.0 if plan.attn == "eager" else 1.0) if plan.grad_ckpt else 0.0
+
+    compute = train_mm / (peak * eff)
+    attention = train_attn / (peak * eff) + 3 * eager_bytes / mem_bw(target)
+    recompute = recompute_mm / (peak * eff) + (recompute_attn / (peak * eff) + eager_bytes / mem_bw(target)
+                                               if plan.grad_ckpt else 0.0)
+    dequant = 0.0
+    if plan.method == "qlora":
+        passes = 3 if plan.grad_ckpt else 2
+        dequant = passes * d.quantized * (M.NF4_BYTES_PER_PARAM + HALF) / mem_bw(target)
+
+    # reference / KL / teacher forwards inside compute_loss (no grad)
+    ref_passes = 0
+    if plan.trainer == "dpo" and plan.ref_model != "precompute":
+        ref_passes = 1
+    elif plan.trainer == "kto":
+        ref_passes = 1 + (2 if plan.ref_model != "precompute" else 0)  # KL pass of the policy + ref on both
+    elif plan.trainer == "gkd":
+        ref_passes = 1
+    reference = ref_passes * (mm_f + attn_f) / (peak * eff)
+
+    adapters = lora_elementwise_seconds(d, plan, target, pr) if adapter else 0.0
+
+    gpu = compute + attention + recompute + dequant + reference + adapters
+    liger = plan.liger
+    kf = LIGER_KERNELS_FWD_PER_LAYER if liger else KERNELS_FWD_PER_LAYER
+    kb = LIGER_KERNELS_BWD_PER_LAYER if liger else KERNELS_BWD_PER_LAYER
+    per_layer = kf * (2 if plan.grad_ckpt else 1) + kb + kf * ref_passes
+    if adapter:
+        lf, lb = LORA_KERNELS_PER_LINEAR
+        per_layer += d.linears_per_layer * (lf * (2 if plan.grad_ckpt else 1) + lb)
+    tiles = -(-max(1, n_logit) // M.CHUNK_TOKENS) * -(-d.V // M.CHUNK_VOCAB)
+    kernels = d.L * per_layer + HEAD_KERNELS_PER_TILE * tiles * (2 + ref_passes)
+    dispatch = kernels * LAUNCH_SECONDS + (d.L * CKPT_LAYER_SECONDS if plan.grad_ckpt else 0.0)
+    useful = train_mm + train_attn / (2.0 if plan.attn == "eager" else 1.0)
+    executed = train_mm + train_attn + recompute_mm + recompute_attn + ref_passes * (mm_f + attn_f)
+    return {"compute": compute, "attention": attention, "recompute": recompute, "dequantize": dequant,
+            "reference": reference, "adapters": adapters, "gpu": gpu, "dispatch": dispatch, "useful_flops": useful,
+            "flops": executed, "backward": (compute + attention) * 2 / 3}
+
+
+def lora_elementwise_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision) -> float:
+    """Memory-bound work PEFT's lora.Linear adds around its two small GEMMs, per micro-batch: on each adapted Linear's
+    input, the cast to the fp32 adapter dtype (read act, write 4 B), dropout (read, write, 1-byte mask) and autocast's
+    cast back to bf16 (read 4, write 2); on its output, B's result, the scaling multiply and the add into the base
+    output (~10 B). The backward streams about twice that, and checkpointing repeats the forward."""
+    i_w = d.I if not d.moe else 0
+    ins = (d.qkv_linears + (d.gate_up_linears if i_w else 0)) * d.h + d.q + i_w
+    # q, k, v, o outputs; gate and up (fused or not: 2 x intermediate) and down
+    outs = d.q + 2 * d.kv + d.h + (2 * i_w + d.h if i_w else 0)
+    c_in = 0
+    if pr.adapter != pr.act:
+        c_in += pr.act + pr.adapter
+    if M.LORA_DROPOUT > 0:
+        c_in += 2 * pr.adapter + 1
+    if pr.autocast and pr.adapter == FP32:
+        c_in += FP32 + HALF
+    passes = 3 + (1 if plan.grad_ckpt else 0)
+    nbytes = M.local_tokens(plan) * d.L * (ins * c_in + outs * 10) * passes
+    return nbytes / mem_bw(target)
+
+
+def optimizer_step_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision) -> float:
+    """The optimizer step on the GPU is memory-bound. Fused AdamW reads weight, grad, exp_avg, exp_avg_sq and writes
+    weight and both moments (2w + g + 4s bytes per param), plus one read of the grads for clip_grad_norm_. DeepSpeed
+    (per partition): 16-bit grads -> fp32 (2 + 4), fp32 grad read (4), master and moments read and written (24), the
+    16-bit copy written (2), the norm (4): ~40 B. Offloaded optimizers run on the CPU (cpu_adam)."""
+    if plan.offload != "none":
+        return 0.0
+    adapter = plan.method != "full"
+    ptr = M.trainable_params(d, plan)
+    n = M.shard_count(plan)
+    if plan.backend == "deepspeed":
+        local = ptr / (n if plan.zero_stage >= 1 else 1)
+        nbytes = local * 40.0
+    else:
+        w = pr.adapter if adapter else pr.load
+        local = ptr / (n if plan.backend == "fsdp2" else 1)
+        nbytes = local * (2 * w + w + 4 * w + w)
+    return nbytes / mem_bw(target)
+
+
+def communication_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> float:
+    """Exposed collective time per step.
+
+    DDP: one all-reduce of the trainable grads per step (accelerate skips the sync on accumulation micro-batches),
+    overlapping the last backward. ZeRO-1: the same, in 16-bit, then an all-gather of the updated 16-bit params
+    (exposed). ZeRO-2: a reduce-scatter of 16-bit grads every micro-batch (stage 2 cannot hold full grads) plus the
+    param all-gather. ZeRO-3 and FSDP2: every micro-batch all-gathers all params for the forward, again for the backward
+    (and again for the recompute), and reduce-scatters the grads, prefetched behind compute. Ulysses SP: four
+    all-to-alls (q, k, v, out) per layer per pass, on the critical path. Ring CP: K/V blocks passed cp-1 times per
+    layer, hidden behind the attention."""
+    ga = plan.grad_accum
+    dp = plan.dp_size
+    n = M.shard_count(plan)
+    adapter = plan.method != "full"
+    ptr = M.trainable_params(d, plan)
+    total = 0.0
+    window_bwd = micro["backward"]
+    window_all = micro["gpu"]
+    if plan.backend == "ddp":
+        gb = pr.adapter if adapter else pr.load
+        total += exposed(collective_seconds(ptr * gb, 2, dp, plan, target), window_bwd)
+    elif plan.backend == "deepspeed":
+        w = pr.work
+        s = plan.zero_stage
+        if s in (0, 1):
+            total += exposed(collective_seconds(ptr * w, 2, n, plan, target), window_bwd)
+            if s == 1:
+                total += collective_seconds(ptr * w, 1, n, plan, target)
+        elif s == 2:
+            total += ga * exposed(collective_seconds(ptr * w, 1, n, plan, target), window_bwd)
+            total += collective_seconds(ptr * w, 1, n, plan, target)
+        else:
+            all_params = (M.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
+            passes = 3 if plan.grad_ckpt else 2
+            ag = passes * collective_seconds(all_params, 1, n, plan, target)
+            rs = collective_seconds(ptr * w, 1, n, plan, target)
+            total += ga * exposed(ag + rs, window_all)
+    elif plan.backend == "fsdp2":
+        cb = pr.compute
+        all_params = (M.frozen_base_bytes(d, plan, cb) + ptr * cb) if adapter else d.P * cb
+        passes = 3 if plan.grad_ckpt else 2
+        ag = passes * collective_seconds(all_params, 1, n, plan, target)
+        rs = collective_seconds(ptr * (pr.adapter if adapter else pr.load), 1, n, plan, target)
+        total += ga * exposed(ag + rs, window_all)
+    t = M.local_tokens(plan)
+    if plan.sp_size > 1:
+        sp = plan.sp_size
+        per_pass = d.L * t * (2 * d.q + 2 * d.kv) * pr.act * (sp - 1) / sp / (target.intra_node_bw_gbps * GB)
+        total += ga * per_pass * (3 if plan.grad_ckpt else 2)
+    if plan.cp_size > 1:
+        cp = plan.cp_size
+        ring = d.L * 2 * d.kv * t * pr.act * (cp - 1) / (target.intra_node_bw_gbps * GB) * 3
+        total += ga * max(0.0, ring - COMM_OVERLAP * micro["attention"])
+    return total
+
+
+def offload_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> tuple[float, float]:
+    """(PCIe transfers exposed, CPU optimizer) per step.
+
+    DeepSpeed optimizer offload: fp32 grads of the local partition go to pinned host memory (every micro-batch from
+    ZeRO-2 on, overlapping the backward), updated params come back after the CPU step (exposed); offload "all" also
+    fetches the 16-bit param partition for every forward / backward pass. DeepSpeedCPUAdam streams CPU_ADAM_BYTES_PER_PARAM
+    per param through host memory, shared by the node's ranks; NVMe adds reading and writing the 16 B/param states.
+    FSDP2 CPU offload moves params in and grads out every pass and steps with torch's slower CPU AdamW."""
+    if plan.offload == "none":
+        return 0.0, 0.0
+    ga = plan.grad_accum
+    n = M.shard_count(plan)
+    pcie = PCIE_GBPS.get(target.gpu.pcie_gen, 25.0) * GB
+    ptr = M.trainable_params(d, plan)
+    adapter = plan.method != "full"
+    procs = M.processes_per_node(plan)
+    cores = (target.cpu_cores or DEFAULT_CPU_CORES)
+    host_bw = min(HOST_MEMORY_BW_GBPS, CPU_ADAM_GBPS_PER_CORE * cores * DS_CPUADAM_CORES) * GB
+    passes = 3 if plan.grad_ckpt else 2
+    if plan.backend == "fsdp2":
+        w = pr.compute
+        all_params = (M.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
+        move = ga * (passes * all_params / n + ptr * FP32 / n) / pcie
+        xfer = exposed(move, ga * micro["gpu"])
+        cpu = procs * ptr / n * CPU_ADAM_BYTES_PER_PARAM * TORCH_CPU_ADAM_SLOWDOWN / host_bw
+        return xfer, cpu
+    local = ptr / (n if plan.zero_stage >= 1 else 1)
+    grads_out = local * FP32 * (ga if plan.zero_stage >= 2 else 1) / pcie
+    params_in = local * FP32 / pcie
+    xfer = exposed(grads_out, ga * micro["backward"]) + params_in
+    if plan.offload == "all" and plan.zero_stage == 3:
+        all_params = (M.frozen_base_bytes(d, plan, pr.work) + ptr * pr.work) if adapter else d.P * pr.work
+        xfer += ga * exposed(passes * all_params / n / pcie, micro["gpu"])
+    cpu = procs * local * CPU_ADAM_BYTES_PER_PARAM / host_bw
+    if plan.offload_device == "nvme":
+        cpu += procs * local * 16 * 2 / (NVME_GBPS * GB)
+    return xfer, cpu
+
+
+def generation_seconds(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> tuple[float, float]:
+    """(generation, log-prob passes) per step for GRPO/RLOO (one generation of mb x grad_accum completions per GPU per
+    step) and GKD (on-policy generation; lmbda = 0.5 by default: half the steps).
+
+    Decode is memory-bound: each step reads every weight once for the whole batch plus the KV cache so far
+    (Williams et al. roofline; Pope et al. arXiv:2211.05102 section 2), unless the batch makes it compute-bound
+    (2 N_active FLOPs per sequence); HF generate also pays eager CPU dispatch per step. vLLM runs CUDA graphs
+    (VLLM_STEP_SECONDS per step); colocate syncs weights in-process once per step, server mode broadcasts them over
+    NCCL and generates every rank's batch on its own GPUs (TP over vllm_gpus). ZeRO-3 gathers all params once per
+    generate (ds3_gather_for_generation); FSDP2 all-gathers every layer at every decode step."""
+    if plan.trainer not in ("grpo", "rloo", "gkd"):
+        return 0.0, 0.0
+    peak = peak_flops(plan, target)
+    bw = mem_bw(target)
+    if plan.trainer == "gkd":
+        g, completion, prompt, share = plan.micro_batch, M.GKD_MAX_NEW_TOKENS, plan.seq_len, 0.5 * plan.grad_accum
+    else:
+        g = M.generation_batch(plan)
+        completion = plan.max_completion_len
+        prompt = max(1, plan.seq_len - completion)
+        share = 1.0
+    active = d.matmul_active
+    w16 = pr.work if plan.backend == "deepspeed" else (pr.compute if plan.backend == "fsdp2" else pr.load)
+    if plan.method == "qlora":
+        weight_read = d.quantized * (M.NF4_BYTES_PER_PARAM + 2 * HALF) + (d.P - d.quantized) * pr.load
+    else:
+        weight_read = d.P * w16
+    kvb = w16
+    kv_avg = 2 * d.L * d.kv * (prompt + completion / 2) * kvb
+    n = M.shard_count(plan)
+    # a decode step's GEMMs have the batch as their token dimension; its weight streaming is counted separately, so
+    # only the hidden-size penalty applies to its compute bound
+    dense = MFU_CEILING * d.h / (d.h + HIDDEN_HALF)
+
+    if plan.vllm_mode == "server" and plan.trainer != "gkd":
+        tp = max(1, plan.vllm_gpus)
+        batch = g * plan.dp_size
+        step_gpu = max((weight_read + kv_avg * batch) / tp / bw, 2.0 * active * batch / (tp * peak * dense))
+        decode = completion * (step_gpu + VLLM_STEP_SECONDS)
+        prefill = 2.0 * active * batch * prompt / (tp * peak * gemm_efficiency(d.h, batch * prompt))
+        sync = collective_seconds(d.P * HALF, 1, 2, plan, target) if plan.nodes == 1 else \
+            d.P * HALF / (target.inter_node_bw_gbps * GB)
+        gen = decode + prefill + sync
+    else:
+        step_gpu = max((weight_read + kv_avg * g) / bw, 2.0 * active * g / (peak * dense))
+        prefill = 2.0 * active * g * prompt / (peak * gemm_efficiency(d.h, g * prompt))
+        if plan.vllm_mode == "colocate" and plan.trainer != "gkd":
+            decode = completion * (step_gpu + VLLM_STEP_SECONDS)
+            sync = d.P * w16 / bw
+        else:
+            lf, _ = LORA_KERNELS_PER_LINEAR
+            kernels = d.L * (DECODE_KERNELS_PER_LAYER + (lf * d.linears_per_layer if plan.method != "full" else 0)) \
+                + DECODE_KERNELS_PER_STEP
+            per_step = max(step_gpu, kernels * LAUNCH_SECONDS)
+            if plan.backend == "fsdp2":
+                per_step += collective_seconds(d.P * w16, 1, n, plan, target)
+            decode = completion * per_step
+            sync = 0.0
+        if plan.backend == "deepspeed" and plan.zero_stage == 3:
+            sync += collective_seconds(d.P * pr.work, 1, n, plan, target)
+        gen = decode + prefill + sync
+    gen *= share
+
+    old, ref = M.logprob_passes(plan)
+    scoring = 0.0
+    if old or ref:
+        tokens = g * plan.seq_len
+        mm_f, attn_f = forward_flops(d, model, tokens, g * completion, plan.seq_len)
+        eff = gemm_efficiency(d.h, plan.micro_batch * plan.seq_len)
+        scoring = (int(old) + int(ref)) * (mm_f + attn_f) / (peak * eff)
+    return gen, scoring
+
+
+def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryEstimate | None = None) -> SpeedEstimate:
+    """Seconds per optimizer step, tokens/s and MFU (see the module docstring)."""
+    d = dims(model)
+    pr = Precision(plan)
+    ga = plan.grad_accum
+    micro = micro_batch_times(d, model, plan, target, pr)
+    overhead_micro = max(0.0, micro["dispatch"] - micro["gpu"])
+    opt = optimizer_step_seconds(d, plan, target, pr)
+    comm = communication_seconds(d, plan, target, pr, micro)
+    xfer, cpu_adam = offload_seconds(d, plan, target, pr, micro)
+    gen, scoring = generation_seconds(d, model, plan, target, pr)
+
+    hooks = 0.0
+    if plan.backend == "deepspeed":
+        trainable_tensors = 2 * d.linears_per_layer * d.L if plan.method != "full" else d.tensors
+        if plan.zero_stage in (1, 2, 3):
+            hooks += ga * trainable_tensors * DS_GRAD_HOOK_SECONDS
+        if plan.zero_stage == 3:
+            tensors = d.tensors + (2 * d.linears_per_layer * d.L if plan.method != "full" else 0)
+            hooks += ga * tensors * (3 if plan.grad_ckpt else 2) * DS_FETCH_SECONDS
+    breakdown = {
+        "compute": ga * micro["compute"],
+        "adapters": ga * micro["adapters"],
+        "attention": ga * micro["attention"],
+        "recompute": ga * micro["recompute"],
+        "dequantize": ga * micro["dequantize"],
+        "reference": ga * micro["reference"] + scoring,
+        "communication": comm,
+        "offload_transfer": xfer,
+        "cpu_adam": cpu_adam,
+        "optimizer_step": opt,
+        "generation": gen,
+        "overhead": ga * overhead_micro + hooks + STEP_FIXED_SECONDS,
+    }
+    step = sum(breakdown.values())
+    peak = peak_flops(plan, target)
+    mfu = ga * micro["useful_flops"] / (step * peak) if step > 0 else 0.0
+    return SpeedEstimate(step_seconds=step, tokens_per_second=plan.tokens_per_step / step if step > 0 else 0.0,
+                         mfu=mfu, breakdown=breakdown, flops_per_step=ga * micro["flops"])

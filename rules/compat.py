@@ -1,0 +1,415 @@
+"""Compatibility-matrix rules (CMP*) between vLLM, Liger, HF Kernels, Unsloth, DeepSpeed and FSDP2, and the matrix
+itself as data (rules/data/compat.toml, shown by `trl-advisor rules --matrix`)."""
+
+from __future__ import annotations
+
+from rules import vercmp
+from rules.common import truthy, uses_hf_kernels, uses_use_kernels
+from rules.datafiles import load_toml
+from rules.model import Context, Result, fail, na, ok
+from rules.registry import rule
+
+VERDICTS = ("incompatible", "conditional", "overlap", "deprecated", "wasteful", "supported")
+
+
+def compat_rows() -> list[dict]:
+    return [dict(r) for r in load_toml("compat.toml")["row"]]
+
+
+def compat_matrix() -> dict:
+    """{"features": [...], "verdicts": [...], "rows": [{a, b, verdict, condition, rule, reason, source}],
+    "cells": {"a|b": verdict}}: the table behind `rules --matrix` (symmetric: a|b and b|a)."""
+    rows = compat_rows()
+    features = sorted({r["a"] for r in rows} | {r["b"] for r in rows})
+    cells: dict[str, str] = {}
+    for r in rows:
+        cells[f"{r['a']}|{r['b']}"] = r["verdict"]
+        cells[f"{r['b']}|{r['a']}"] = r["verdict"]
+    return {"features": features, "verdicts": list(VERDICTS),
+            "rows": [{"a": r["a"], "b": r["b"], "verdict": r["verdict"], "condition": r.get("condition", ""),
+                      "rule": r["rule"], "reason": r["reason"], "source": r["source"]} for r in rows],
+            "cells": cells}
+
+
+def liger_model_types() -> frozenset[str]:
+    return frozenset(load_toml("compat.toml")["liger"]["model_types"])
+
+
+def unsloth_requires() -> dict[str, str]:
+    return dict(load_toml("compat.toml")["unsloth"]["requires"])
+
+
+def vllm_window(trl_version: str | None) -> str | None:
+    """The vLLM specifier the given TRL supports (by major.minor), None when not recorded."""
+    if not trl_version:
+        return None
+    try:
+        release = vercmp.parse(trl_version)[0]
+    except vercmp.VersionError:
+        return None
+    key = ".".join(str(x) for x in (release + (0,))[:2])
+    return load_toml("compat.toml")["vllm"]["window"].get(key)
+
+
+@rule(id="CMP001", name="deepspeed-fsdp-exclusive", severity="error", seed="DS-01",
+      reads=("plan.backend", "files.trl_args.deepspeed", "files.trl_args.fsdp", "files.accelerate.distributed_type"))
+def deepspeed_fsdp_exclusive(ctx: Context) -> Result:
+    """DeepSpeed and FSDP cannot both drive one run.
+
+    ## Why
+    accelerate has a single `distributed_type`; transformers' Trainer raises "Using --fsdp xxx together with
+    --deepspeed is not possible, deactivate one of those flags" when TrainingArguments carries both, and a
+    `deepspeed=` argument under an FSDP accelerate YAML (or `fsdp=` under DEEPSPEED) asks for both.
+
+    ## Fix
+    Keep one backend: remove `fsdp`/`fsdp_config` from the TRL arguments when using DeepSpeed, or
+    `deepspeed=` when using FSDP.
+
+    ## Example
+    `SFTConfig(deepspeed="ds_config.json", fsdp="full_shard")` fails; either alone passes.
+
+    ## References
+    - https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/trainer.py
+    - https://huggingface.co/docs/accelerate/concept_guides/fsdp_and_deepspeed
+    """
+    if ctx.files is None:
+        return ok(f"the plan uses one backend ({ctx.plan.backend})")
+    ds_arg = bool(ctx.arg("deepspeed"))
+    fsdp_arg = bool(ctx.arg("fsdp")) and str(ctx.arg("fsdp")).strip().lower() not in ("", "false", "none", "[]")
+    dist = str((ctx.files.accelerate or {}).get("distributed_type", "")).upper()
+    if ds_arg and fsdp_arg:
+        return fail("the TRL arguments set both deepspeed and fsdp: Trainer raises", "remove one of them")
+    if ds_arg and dist == "FSDP":
+        return fail("deepspeed= in the TRL arguments under an FSDP accelerate YAML", "drop deepspeed= (FSDP), or "
+                    "use a DEEPSPEED accelerate YAML")
+    if fsdp_arg and dist == "DEEPSPEED":
+        return fail("fsdp= in the TRL arguments under a DEEPSPEED accelerate YAML", "drop fsdp= (DeepSpeed), or "
+                    "use an FSDP accelerate YAML")
+    return ok("one backend")
+
+
+@rule(id="CMP002", name="unsloth-rejects-deepspeed", severity="error", seed="U-02", auto_fix=True,
+      reads=("plan.unsloth", "plan.backend"))
+def unsloth_rejects_deepspeed(ctx: Context) -> Result:
+    """Unsloth does not run under DeepSpeed.
+
+    ## Why
+    Unsloth's maintainers say DeepSpeed "never worked" and results may be wrong; LLaMA-Factory refuses Unsloth with
+    ZeRO-3; Unsloth 2026.10's native FSDP2 path raises "UNSLOTH_FSDP2=1 was set on a DeepSpeed launch".
+
+    ## Fix
+    With Unsloth use one GPU or DDP (`--backend ddp`); for sharding drop Unsloth and use DeepSpeed/FSDP2.
+
+    ## Example
+    `--unsloth --backend deepspeed --zero 2` fails; `--unsloth --backend ddp` passes.
+
+    ## References
+    - https://github.com/unslothai/unsloth/issues/2147
+    - https://github.com/hiyouga/LlamaFactory/issues/6940
+    """
+    if not ctx.plan.unsloth:
+        return na("no Unsloth")
+    if ctx.plan.backend != "deepspeed":
+        return ok(f"backend {ctx.plan.backend}")
+    backend = "ddp" if ctx.plan.num_processes > 1 else "single"
+    return fail("Unsloth under DeepSpeed is not supported", f"use --backend {backend} with Unsloth, or drop --unsloth",
+                {"backend": backend, "zero_stage": 0, "offload": "none"})
+
+
+@rule(id="CMP003", name="unsloth-multi-gpu", severity="warning", seed="U-01",
+      reads=("plan.unsloth", "plan.num_processes", "plan.backend", "files.launch_sh"))
+def unsloth_multi_gpu(ctx: Context) -> Result:
+    """Multi-GPU Unsloth: DDP works; FSDP2 only through Unsloth's own wrap (`UNSLOTH_FSDP2=1`).
+
+    ## Why
+    Unsloth's documentation describes multi-GPU as DDP through `accelerate launch` (a full model copy per GPU).
+    Unsloth 2026.10's code adds an FSDP2 path selected by `UNSLOTH_FSDP2=1` under torchrun/accelerate (accelerate >=
+    1.7; `UNSLOTH_FSDP2_BACKEND=accelerate` keeps accelerate's wrap) and refuses FSDP version 1. Without the
+    variable, Unsloth's patched modules and accelerate's FSDP wrap are not known to work together.
+
+    ## Fix
+    Use `--backend ddp` with Unsloth, or export `UNSLOTH_FSDP2=1` in the launch script for FSDP2.
+
+    ## Example
+    `--unsloth --backend fsdp2 --gpus 4` warns without UNSLOTH_FSDP2=1 in launch.sh; `--backend ddp` passes.
+
+    ## References
+    - https://unsloth.ai/docs/basics/multi-gpu-training-with-unsloth.md
+    - https://pypi.org/project/unsloth/2026.10.9/
+    """
+    if not ctx.plan.unsloth or ctx.plan.num_processes < 2:
+        return na("no multi-GPU Unsloth")
+    if ctx.plan.backend == "ddp":
+        return ok("DDP")
+    if ctx.plan.backend != "fsdp2":
+        return na("other backends are CMP002")
+    if ctx.files is not None and ctx.files.launch_env("UNSLOTH_FSDP2") == "1":
+        return ok("UNSLOTH_FSDP2=1")
+    return fail(f"Unsloth on {ctx.plan.num_processes} GPUs with FSDP2 needs Unsloth's FSDP2 path",
+                "export UNSLOTH_FSDP2=1 in the launch script (accelerate >= 1.7), or use --backend ddp")
+
+
+@rule(id="CMP004", name="unsloth-needs-own-environment", severity="error", seed="U-01",
+      reads=("plan.unsloth", "versions.trl", "versions.transformers", "versions.datasets"))
+def unsloth_needs_own_environment(ctx: Context) -> Result:
+    """Unsloth 2026.10 cannot share an environment with trl 1.16, transformers 5.18+ or datasets 5.
+
+    ## Why
+    unsloth and unsloth_zoo 2026.10.9 require `trl>=0.18.2,<=1.15.0`, `transformers>=4.52.4,<=5.17.0` and
+    `datasets>=3.4.1,<5`. TRL 1.16's stack (trl 1.16.0, transformers 5.24.0, datasets 5.2.0) is outside them: pip
+    refuses, or a forced install breaks Unsloth's patches. An Unsloth bundle therefore pins its own environment
+    (rules/data/pins.toml [unsloth]); this rule checks the versions the run will actually see (the probe's, or
+    the bundle's requirements.txt).
+
+    ## Fix
+    Build a separate environment for Unsloth: `pip install unsloth "trl<=1.15.0" "transformers<=5.17.0"
+    "datasets<5"`, or drop `--unsloth` to use the TRL 1.16 stack.
+
+    ## Example
+    `--unsloth` on a machine whose probe shows trl 1.16.0 fails; a catalogue target (the bundle pins trl 1.15.0,
+    transformers 5.17.0, datasets<5) passes.
+
+    ## References
+    - https://pypi.org/project/unsloth/2026.10.9/
+    - https://pypi.org/project/unsloth-zoo/2026.10.9/
+    """
+    if not ctx.plan.unsloth:
+        return na("no Unsloth")
+    bad = _unsloth_conflicts(ctx)
+    if not bad:
+        return ok("trl/transformers/datasets within Unsloth's ranges")
+    return fail(f"Unsloth 2026.10 requires {', '.join(f'{p}{s}' for p, _v, s in bad)}; this environment has "
+                f"{', '.join(f'{p} {v}' for p, v, _s in bad)}",
+                "use a separate environment: pip install unsloth 'trl<=1.15.0' 'transformers<=5.17.0' 'datasets<5'")
+
+
+def _unsloth_conflicts(ctx: Context) -> list[tuple[str, str, str]]:
+    out = []
+    for package, spec in unsloth_requires().items():
+        have = ctx.version(package)
+        if have is None:
+            continue
+        try:
+            inside = vercmp.satisfies(have, spec)
+        except vercmp.VersionError:
+            continue
+        if not inside:
+            out.append((package, have, spec))
+    return out
+
+
+@rule(id="CMP005", name="liger-overlaps-unsloth", severity="warning", auto_fix=True,
+      reads=("plan.liger", "plan.unsloth"))
+def liger_overlaps_unsloth(ctx: Context) -> Result:
+    """Liger Kernel and Unsloth patch the same layers: use one of them.
+
+    ## Why
+    Unsloth replaces RMSNorm, RoPE, the SwiGLU MLP and the cross-entropy with its own Triton kernels when imported;
+    Liger's `apply_liger_kernel_to_*` monkey-patches the same modules. Whichever patches last wins, silently
+    undoing the other's memory savings (and Unsloth's gradient-checkpointing assumptions).
+
+    ## Fix
+    Drop `--liger` when training with Unsloth.
+
+    ## Example
+    `--unsloth --liger` warns; `--unsloth --no-liger` passes.
+
+    ## References
+    - https://github.com/linkedin/Liger-Kernel/blob/v0.8.5/src/liger_kernel/transformers/monkey_patch.py
+    - https://github.com/unslothai/unsloth/issues/2233
+    """
+    if not ctx.plan.unsloth:
+        return na("no Unsloth")
+    if not ctx.plan.liger:
+        return ok("Unsloth without Liger")
+    return fail("Liger and Unsloth both patch RMSNorm/RoPE/SwiGLU/cross-entropy", "drop --liger with --unsloth",
+                {"liger": False})
+
+
+@rule(id="CMP006", name="liger-kernel-deprecated", severity="warning", seed="K-04", auto_fix=True,
+      reads=("plan.liger", "versions.trl"))
+def liger_kernel_deprecated(ctx: Context) -> Result:
+    """`use_liger_kernel=True` is deprecated in TRL 1.16 and only applies Liger's layer kernels.
+
+    ## Why
+    SFT, DPO, KTO, GRPO and RLOO warn that `use_liger_kernel` will be removed in v2.0.0, force
+    `fused_linear_cross_entropy=False` (TRL's own chunked LM head replaces it) and point to
+    `model_init_kwargs={"use_kernels": True}`. The big Liger memory win (fused linear cross-entropy) is therefore
+    not what this flag buys any more; RMSNorm/RoPE/SwiGLU kernels remain.
+
+    ## Fix
+    Drop `--liger` (TRL's chunked LM head already avoids materialising logits), or move to
+    `model_init_kwargs={"use_kernels": True}` (needs the Hub, see CMP008).
+
+    ## Example
+    `--liger` with trl 1.16 warns; `--no-liger` passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/sft_trainer.py
+    - https://huggingface.co/docs/trl/liger_kernel_integration
+    """
+    if not ctx.plan.liger:
+        return na("no Liger")
+    trl_v = ctx.version("trl")
+    if trl_v is not None and vercmp.compare(trl_v, "1.16") < 0:
+        return ok(f"trl {trl_v}: use_liger_kernel not yet deprecated")
+    return fail(f"use_liger_kernel is deprecated in trl {trl_v or '1.16'} (layer kernels only; fused "
+                "linear cross-entropy forced off)", "drop --liger, or use model_init_kwargs={'use_kernels': True}",
+                {"liger": False})
+
+
+@rule(id="CMP007", name="liger-flce-rejected", severity="error",
+      reads=("files.trl_args.use_liger_kernel", "files.trl_args.liger_kernel_config"))
+def liger_flce_rejected(ctx: Context) -> Result:
+    """`liger_kernel_config={"fused_linear_cross_entropy": True}` raises in TRL 1.16.
+
+    ## Why
+    Liger's fused linear cross-entropy replaces the model's forward; TRL 1.16 patches the forward with its own
+    chunked fused LM head, so the trainers raise ValueError when FLCE is requested explicitly.
+
+    ## Fix
+    Remove `fused_linear_cross_entropy` from `liger_kernel_config` (TRL's chunked head gives the memory saving).
+
+    ## Example
+    `liger_kernel_config={"fused_linear_cross_entropy": True}` fails; `{"rms_norm": True}` passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/sft_trainer.py
+    """
+    if ctx.files is None:
+        return na("no configuration files")
+    if not truthy(ctx.arg("use_liger_kernel")):
+        return na("use_liger_kernel off")
+    cfg = ctx.arg("liger_kernel_config") or {}
+    if isinstance(cfg, dict) and truthy(cfg.get("fused_linear_cross_entropy")):
+        return fail("liger_kernel_config requests fused_linear_cross_entropy: TRL 1.16 raises",
+                    "remove fused_linear_cross_entropy from liger_kernel_config")
+    return ok("no fused linear cross-entropy requested")
+
+
+@rule(id="CMP008", name="hf-kernels-need-hub-access", severity="warning", seed="K-07",
+      reads=("plan.attn", "files.model_init_kwargs.use_kernels", "versions.kernels", "files.launch_sh"))
+def hf_kernels_need_hub(ctx: Context) -> Result:
+    """Hub kernels (`use_kernels=True`, `kernels-community/...` attention) need the `kernels` package and the Hub.
+
+    ## Why
+    transformers fetches kernels from the Hugging Face Hub (kernels-community/liger-kernels, flash-attn2 ...) when
+    the model loads, through the `kernels` package (`>=0.18.2,<0.19` for transformers 5.24). Offline clusters
+    (`HF_HUB_OFFLINE=1`, no egress) fail at load time.
+
+    ## Fix
+    `pip install "transformers[kernels]"` and make sure the Hub is reachable (or pre-download the kernel repos into
+    the cache); otherwise use a built-in attention (`flash_attention_2`, `sdpa`) and no use_kernels.
+
+    ## Example
+    `--attn kernels-community/flash-attn2` on a catalogue target (kernels not known to be installed) warns; a probe
+    that found `kernels` installed passes.
+
+    ## References
+    - https://huggingface.co/docs/trl/kernels_hub
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/sft_trainer.py
+    """
+    if not uses_hf_kernels(ctx):
+        return na("no Hub kernels")
+    offline = ctx.files is not None and ctx.files.launch_env("HF_HUB_OFFLINE") == "1"
+    if offline:
+        return fail("Hub kernels requested but the launch script sets HF_HUB_OFFLINE=1",
+                    "pre-download the kernel repos into the HF cache, or use a built-in attention")
+    if ctx.version("kernels") is None:
+        return fail("Hub kernels need the `kernels` package (not found) and Hub access when the model loads",
+                    "pip install 'transformers[kernels]' and allow Hub access at runtime, or use "
+                    "--attn flash_attention_2 / sdpa")
+    return ok(f"kernels {ctx.version('kernels')} installed")
+
+
+@rule(id="CMP009", name="liger-and-hf-kernels-overlap", severity="warning", auto_fix=True,
+      reads=("plan.liger", "files.model_init_kwargs.use_kernels"))
+def liger_and_hf_kernels_overlap(ctx: Context) -> Result:
+    """`use_liger_kernel` and `use_kernels` both replace RMSNorm/SwiGLU: use one.
+
+    ## Why
+    `use_kernels=True` maps transformers' layers onto kernels-community/liger-kernels (LigerRMSNorm,
+    LigerSwiGLUMLP ...); `use_liger_kernel` then monkey-patches the same modules again. TRL 1.16 presents
+    use_kernels as the replacement of use_liger_kernel, not a complement.
+
+    ## Fix
+    Keep `use_kernels` and drop `use_liger_kernel` (or the reverse on an offline cluster).
+
+    ## Example
+    `use_liger_kernel=True` with `model_init_kwargs={"use_kernels": True}` warns; either alone passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/sft_trainer.py
+    - https://huggingface.co/docs/trl/kernels_hub
+    """
+    if not uses_use_kernels(ctx):
+        return na("no use_kernels")
+    if not ctx.plan.liger:
+        return ok("use_kernels without Liger")
+    return fail("use_liger_kernel and use_kernels both patch RMSNorm/SwiGLU", "drop use_liger_kernel (use_kernels "
+                "replaces it)", {"liger": False})
+
+
+@rule(id="CMP010", name="liger-unsupported-model-type", severity="warning", seed="K-03", auto_fix=True,
+      reads=("plan.liger", "model.model_type"))
+def liger_unsupported_model_type(ctx: Context) -> Result:
+    """`use_liger_kernel` does nothing for a model type Liger 0.8.5 does not patch.
+
+    ## Why
+    Liger applies kernels through `MODEL_TYPE_TO_APPLY_LIGER_FN` (53 model types in 0.8.5); for any other
+    `model_type` it logs at info level and applies nothing, so the planned memory savings do not happen.
+
+    ## Fix
+    Drop `--liger` for this model, or check the model type against Liger's supported list.
+
+    ## Example
+    `--liger` on a llama or qwen2 model passes; on a model_type such as starcoder2 it warns.
+
+    ## References
+    - https://github.com/linkedin/Liger-Kernel/blob/v0.8.5/src/liger_kernel/transformers/monkey_patch.py
+    - https://github.com/hiyouga/LlamaFactory/issues/5528
+    """
+    if not ctx.plan.liger:
+        return na("no Liger")
+    if ctx.model.model_type in liger_model_types():
+        return ok(f"Liger patches {ctx.model.model_type}")
+    return fail(f"Liger 0.8.5 has no kernels for model_type {ctx.model.model_type}: use_liger_kernel is a no-op",
+                "drop --liger for this model", {"liger": False})
+
+
+@rule(id="CMP011", name="unsloth-import-order", severity="warning", seed="U-03",
+      reads=("plan.unsloth", "files.imports"))
+def unsloth_import_order(ctx: Context) -> Result:
+    """`import unsloth` must come before transformers, trl and peft.
+
+    ## Why
+    Unsloth patches transformers, TRL and PEFT when it is imported; imported after them, the already-bound classes
+    keep their original code: Unsloth warns that its patches are missing and the run is slower and uses more memory
+    (multi-GPU runs have failed outright).
+
+    ## Fix
+    Make `import unsloth` (or `from unsloth import FastLanguageModel`) the first import of train.py.
+
+    ## Example
+    `from trl import SFTTrainer` then `from unsloth import FastLanguageModel` warns; the reverse order passes.
+
+    ## References
+    - https://github.com/unslothai/unsloth/issues/2233
+    - https://github.com/unslothai/unsloth/pull/602
+    """
+    if ctx.files is None or ctx.files.train_py is None:
+        return na("no train.py")
+    modules = [m.split(".")[0] for m, _n in ctx.files.imports]
+    if "unsloth" not in modules:
+        return na("train.py does not import unsloth")
+    first_unsloth = modules.index("unsloth")
+    before = sorted({m for m in modules[:first_unsloth] if m in ("transformers", "trl", "peft")})
+    if not before:
+        return ok("unsloth imported first")
+    return fail(f"train.py imports {', '.join(before)} before unsloth: Unsloth's patches are not applied to them",
+                "move `import unsloth` to the top of train.py")
+
+
+RULES = (deepspeed_fsdp_exclusive, unsloth_rejects_deepspeed, unsloth_multi_gpu, unsloth_needs_own_environment,
+         liger_overlaps_unsloth, liger_kernel_deprecated, liger_flce_rejected, hf_kernels_need_hub,
+         liger_and_hf_kernels_overlap, liger_unsupported_model_type, unsloth_import_order)

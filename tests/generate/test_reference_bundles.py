@@ -1,0 +1,60 @@
+"""Reference bundles, byte for byte: for each canonical scenario, `trl-advisor generate` writes a bundle that must
+equal generated/reference/<scenario>/. A diff here is a change in what users run: read it, then regenerate with
+
+    python -m advisor.generate --regen-references
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from advisor.bundle_check import check_bundle_files
+from advisor.generate import REFERENCE_DIR, REFERENCE_SCENARIOS, generate_reference
+
+REPO = Path(__file__).resolve().parents[2]
+REGEN = "python -m advisor.generate --regen-references"
+
+
+
+def _planner_ready() -> bool:
+    if importlib.util.find_spec("advisor.planner") is None:
+        return False
+    import advisor.planner
+
+    return hasattr(advisor.planner, "generate")
+
+
+pytestmark = pytest.mark.skipif(
+    not _planner_ready(),
+    reason="advisor.planner.generate (the plan search behind `trl-advisor generate`) is not built yet",
+)
+
+
+def _read_tree(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_SCENARIOS))
+def test_bundle_matches_reference(name, tmp_path):
+    reference = REPO / REFERENCE_DIR / name
+    if not reference.is_dir():
+        pytest.skip(f"{reference} is not generated yet: {REGEN} {name}")
+    proc = generate_reference(name, tmp_path)  # same relative --out, so plan.json's "out" matches
+    assert proc.returncode == 0, f"trl-advisor generate failed:\n{proc.stderr}"
+    produced = _read_tree(tmp_path / REFERENCE_DIR / name)
+    expected = _read_tree(reference)
+    assert sorted(produced) == sorted(expected), f"{name}: the bundle's files changed; {REGEN} {name}"
+    for file_name, content in expected.items():
+        assert produced[file_name] == content, f"{reference / file_name} is stale: {REGEN} {name}"
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_SCENARIOS))
+def test_reference_is_consistent(name):
+    reference = REPO / REFERENCE_DIR / name
+    if not reference.is_dir():
+        pytest.skip(f"{reference} not generated yet ({REGEN})")
+    files = {n: c.decode("utf-8") for n, c in _read_tree(reference).items()}
+    assert check_bundle_files(files) == []

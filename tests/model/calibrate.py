@@ -1,0 +1,156 @@
+"""Compare the memory/speed model with measured runs, and fit its FITTED constants.
+
+    python tests/model/calibrate.py RESULTS.jsonl [...]                       # errors per row and a summary
+    python tests/model/calibrate.py RESULTS.jsonl --fit FRAGMENTATION=0.05,0.1,0.15 --fit LAUNCH_SECONDS=2e-5,3e-5
+
+Rows are benchmark records (bench/results): the Request/Plan knobs (model, trainer, method, precision, backend, zero,
+offload, grad_ckpt, liger, attn, seq_len, micro_batch, grad_accum, num_generations, max_completion_len, ref_model,
+lora_r, beta), `status`, and the measurements peak_allocated_bytes, peak_reserved_bytes, step_seconds_median. An
+optional `gpu` names the catalogue GPU (default H200); `lora_dropout` overrides advisor.memory.LORA_DROPOUT.
+A fitted constant is searched on its grid, one at a time, minimizing the median |log(predicted / measured)| of the
+quantity it drives (memory constants: peak allocated, except FRAGMENTATION / STATIC_SLACK: peak reserved; speed
+constants: step time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Iterable
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from advisor import memory as M  # noqa: E402
+from advisor import speed as S  # noqa: E402
+from advisor.estimate import estimate_plan, plan_from_bench_row  # noqa: E402
+from advisor.specs import GpuSpec, ModelSpec  # noqa: E402
+from advisor.target import Target  # noqa: E402
+
+MEASURED = {"peak_allocated": "peak_allocated_bytes", "peak_reserved": "peak_reserved_bytes",
+            "step_seconds": "step_seconds_median"}
+RESERVED_CONSTANTS = ("FRAGMENTATION", "STATIC_SLACK")
+
+
+def load_rows(paths: Iterable[str | Path]) -> list[dict]:
+    rows = []
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            line = line.strip()
+            if line:
+                row = json.loads(line)
+                if row.get("status", "ok") == "ok":
+                    rows.append(row)
+    return rows
+
+
+def resolve_model(model_id: str) -> ModelSpec:
+    try:
+        from advisor.catalog import resolve_model as lookup
+    except ImportError:
+        from bench.models import resolve as lookup
+    return lookup(model_id)
+
+
+def resolve_gpu(name: str) -> GpuSpec:
+    from advisor.catalog import resolve_gpu as lookup
+
+    return lookup(name)
+
+
+@contextmanager
+def overrides(row: dict):
+    """Per-row settings the Plan does not carry (the LoRA dropout of the measured script)."""
+    old = M.LORA_DROPOUT
+    if row.get("lora_dropout") is not None:
+        M.LORA_DROPOUT = float(row["lora_dropout"])
+    try:
+        yield
+    finally:
+        M.LORA_DROPOUT = old
+
+
+def predict(row: dict, *, models: dict | None = None, gpus: dict | None = None) -> dict[str, float]:
+    """Predicted peak allocated, peak reserved and step seconds for one row."""
+    models = {} if models is None else models
+    gpus = {} if gpus is None else gpus
+    mid = row["model"]
+    if mid not in models:
+        models[mid] = resolve_model(mid)
+    gname = row.get("gpu", "H200")
+    if gname not in gpus:
+        gpus[gname] = resolve_gpu(gname)
+    plan = plan_from_bench_row(row)
+    target = Target(gpu=gpus[gname], gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+    with overrides(row):
+        mem, spd = estimate_plan(models[mid], plan, target)
+    return {"peak_allocated": mem.per_gpu_peak_bytes, "peak_reserved": mem.per_gpu_reserved_bytes,
+            "step_seconds": spd.step_seconds}
+
+
+def errors(rows: list[dict]) -> list[dict]:
+    """predicted / measured - 1 per row and quantity (None where not measured)."""
+    models: dict = {}
+    gpus: dict = {}
+    out = []
+    for row in rows:
+        pred = predict(row, models=models, gpus=gpus)
+        out.append({"name": row.get("name", ""), **{k: (pred[k] / row[v] - 1 if row.get(v) else None)
+                                                    for k, v in MEASURED.items()}})
+    return out
+
+
+def summary(errs: list[dict]) -> dict[str, dict[str, float]]:
+    out = {}
+    for key in MEASURED:
+        vals = [abs(e[key]) for e in errs if e[key] is not None]
+        if vals:
+            out[key] = {"n": len(vals), "median_abs": statistics.median(vals), "max_abs": max(vals)}
+    return out
+
+
+def score(rows: list[dict], key: str) -> float:
+    vals = [abs(math.log1p(e[key])) for e in errors(rows) if e[key] is not None]
+    return statistics.median(vals) if vals else float("inf")
+
+
+def fit(rows: list[dict], name: str, grid: list[float]) -> tuple[float, float]:
+    """Best grid value of one constant (left set to it) and its score."""
+    module = M if hasattr(M, name) else S
+    if not hasattr(module, name):
+        raise SystemExit(f"no constant {name} in advisor.memory or advisor.speed")
+    key = "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is M else "step_seconds")
+    best = None
+    for value in grid:
+        setattr(module, name, value)
+        s = score(rows, key)
+        if best is None or s < best[1]:
+            best = (value, s)
+    setattr(module, name, best[0])
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", nargs="+")
+    p.add_argument("--fit", action="append", default=[], metavar="NAME=v1,v2,...")
+    args = p.parse_args(argv)
+    rows = load_rows(args.results)
+    for spec in args.fit:
+        name, _, values = spec.partition("=")
+        value, s = fit(rows, name, [float(v) for v in values.split(",")])
+        print(f"{name} = {value:g}  (median |log error| {s:.3f})")
+    for e in errors(rows):
+        cells = "  ".join(f"{k} {v:+6.1%}" if v is not None else f"{k}    n/a" for k, v in e.items() if k != "name")
+        print(f"{e['name']:<40} {cells}")
+    for key, st in summary(errors(rows)).items():
+        print(f"{key}: n={st['n']} median |err| {st['median_abs']:.1%}, max {st['max_abs']:.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,186 @@
+"""`check --bundle DIR`: reading user files, errors on bad input, and the plan rebuilt from the files."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from advisor.errors import InputFileError
+from rules import bundle, check_bundle
+
+
+def write(tmp_path, files: dict) -> str:
+    for name, content in files.items():
+        text = json.dumps(content) if isinstance(content, dict) else textwrap.dedent(content)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return str(tmp_path)
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(InputFileError, match="no such folder"):
+        check_bundle(str(tmp_path / "nope"))
+
+
+def test_empty_or_unrelated_folder_names_the_files_it_reads(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "data.json").write_text('{"rows": [1, 2]}')
+    with pytest.raises(InputFileError) as info:
+        check_bundle(str(tmp_path))
+    assert str(info.value) == f"no training configuration files in {tmp_path}"
+    for name in ("ds_config.json", "accelerate YAML", "train.py", "plan.json"):
+        assert name in info.value.hint
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_json_is_one_line(tmp_path):
+    (tmp_path / "ds_config.json").write_text('{"zero_optimization": {"stage": 3,}}')
+    with pytest.raises(InputFileError) as info:
+        check_bundle(str(tmp_path))
+    assert "ds_config.json: invalid JSON at line 1" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_yaml_and_python(tmp_path):
+    (tmp_path / "accelerate.yaml").write_text("distributed_type: [DEEPSPEED\n")
+    with pytest.raises(InputFileError, match="accelerate.yaml: invalid YAML"):
+        check_bundle(str(tmp_path))
+    (tmp_path / "accelerate.yaml").unlink()
+    (tmp_path / "train.py").write_text("args = SFTConfig(output_dir='out'\n")
+    with pytest.raises(InputFileError, match="train.py: Python syntax error at line"):
+        check_bundle(str(tmp_path))
+
+
+def test_files_without_a_model(tmp_path):
+    write(tmp_path, {"ds_config.json": {"zero_optimization": {"stage": 2}}})
+    with pytest.raises(InputFileError, match="do not name a model"):
+        check_bundle(str(tmp_path))
+
+
+def test_trl_zero1_config_with_grad_accum_4_is_caught(tmp_path):
+    # TRL's shipped zero1.yaml (gradient_accumulation_steps: 1) + a TRL config with accumulation 4: transformers
+    # raises a mismatch (transformers integrations/deepspeed.py trainer_config_finalize); TRL's configs also assume 8 processes.
+    path = write(tmp_path, {
+        "zero1.yaml": """\
+            compute_environment: LOCAL_MACHINE
+            debug: false
+            deepspeed_config:
+              deepspeed_multinode_launcher: standard
+              gradient_accumulation_steps: 1
+              zero3_init_flag: false
+              zero_stage: 1
+            distributed_type: DEEPSPEED
+            downcast_bf16: 'no'
+            machine_rank: 0
+            main_training_function: main
+            mixed_precision: bf16
+            num_machines: 1
+            num_processes: 8
+            rdzv_backend: static
+            same_network: true
+            tpu_env: []
+            tpu_use_cluster: false
+            tpu_use_sudo: false
+            use_cpu: false
+            """,
+        "sft.yaml": """\
+            model_name_or_path: Qwen/Qwen2.5-0.5B
+            dataset_name: trl-lib/Capybara
+            per_device_train_batch_size: 4
+            gradient_accumulation_steps: 4
+            max_seq_length: 2048
+            """,
+    })
+    report = check_bundle(path)
+    failed = {f.id: f for f in report.failures}
+    assert "CFG003" in failed and "gradient_accumulation_steps=1" in failed["CFG003"].message
+    assert "CFG014" in failed and "max_seq_length" in failed["CFG014"].message
+    assert not report.ok
+    assert report.plan.backend == "deepspeed" and report.plan.zero_stage == 1
+    assert report.plan.micro_batch == 4 and report.plan.grad_accum == 4
+    assert report.model.id == "qwen2.5-0.5b"
+    assert any("GPU = H100-80GB" in a for a in report.assumptions)
+    assert report.target.gpus_per_node == 8
+    data = report.to_json()
+    assert data["ok"] is False and data["assumptions"]
+
+
+def test_train_py_literal_kwargs_constants_and_dicts(tmp_path):
+    path = write(tmp_path, {
+        "train.py": """\
+            import torch
+            from transformers import AutoModelForCausalLM
+            from trl import GRPOConfig, GRPOTrainer
+
+            MODEL = "Qwen/Qwen2.5-0.5B"
+            CONFIG = {"micro_batch": 4, "grad_accum": 2}
+
+            def main():
+                common = dict(per_device_train_batch_size=CONFIG["micro_batch"],
+                              gradient_accumulation_steps=CONFIG["grad_accum"])
+                args = GRPOConfig(output_dir="out", num_generations=8, use_vllm=True, **common)
+                model = AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.bfloat16,
+                                                             attn_implementation="flash_attention_2")
+                GRPOTrainer(model=model, args=args).train()
+            """,
+    })
+    files = bundle.read_folder(path)
+    assert files.trainer == "grpo"
+    assert files.trl_args["per_device_train_batch_size"] == 4
+    assert files.trl_args["gradient_accumulation_steps"] == 2
+    assert files.model_init_kwargs["dtype"] == "bfloat16"
+    assert bundle.model_id(files) == "Qwen/Qwen2.5-0.5B"
+    report = check_bundle(path)
+    assert report.plan.trainer == "grpo" and report.plan.vllm_mode == "colocate"
+    assert report.plan.precision == "bf16" and report.plan.attn == "flash_attention_2"
+    # one GPU (no accelerate YAML): 4 x 1 x 2 = 8 completions per generation batch, 8 generations: fine
+    assert all(f.id != "TRN001" for f in report.failures)
+
+
+def test_plan_json_drives_the_plan(tmp_path):
+    plan = {"backend": "deepspeed", "zero_stage": 3, "offload": "none", "method": "lora", "precision": "bf16",
+            "micro_batch": 2, "grad_accum": 8, "grad_ckpt": True, "liger": False, "sp_size": 1, "cp_size": 1,
+            "vllm_mode": "none", "num_processes": 4, "nodes": 1}
+    path = write(tmp_path, {"plan.json": {"model": {"id": "llama-3.1-8b"}, "plan": plan,
+                                          "request": {"trainer": "sft", "seq_len": 2048, "attn": "sdpa"},
+                                          "hardware": {"gpu": "A100-80GB", "gpus_per_node": 4, "nodes": 1}},
+                            "ds_config.json": {"zero_optimization": {"stage": 3}}})
+    report = check_bundle(path)
+    assert report.target.gpu.id == "A100-80GB" and report.target.gpus_per_node == 4
+    assert report.plan.method == "lora" and report.plan.seq_len == 2048 and report.plan.micro_batch == 2
+    cfg006 = next(f for f in report.findings if f.id == "CFG006")
+    assert cfg006.status == "fail"  # ZeRO-3 JSON without stage3_gather_16bit_weights_on_model_save
+
+
+def test_hardware_file_sets_target_and_versions(tmp_path):
+    from pathlib import Path
+
+    hw = Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / "rtx4090_x4_pcie_nop2p.json"
+    path = write(tmp_path, {"accelerate.yaml": {"distributed_type": "MULTI_GPU", "num_processes": 8},
+                            "sft.yaml": {"model_name_or_path": "Qwen/Qwen2.5-0.5B"}})
+    report = check_bundle(path, hardware=str(hw))
+    assert report.target.gpu.id == "RTX-4090"
+    failed = {f.id for f in report.failures}
+    assert "CFG012" in failed  # 8 processes for 4 GPUs
+    assert "HW006" in failed  # PCIe without P2P and no NCCL_P2P_DISABLE
+
+
+def test_requirements_pins_become_versions(tmp_path):
+    from rules.engine import bundle_context
+
+    path = write(tmp_path, {"sft.yaml": {"model_name_or_path": "Qwen/Qwen2.5-0.5B"},
+                            "requirements.txt": "torch>=2.6\ntrl==1.15.0\ndatasets>=3.4.1,<5\n"})
+    ctx = bundle_context(path)
+    assert ctx.versions["trl"] == "1.15.0" and ctx.version_origin["trl"] == "bundle"
+    assert "datasets" not in ctx.versions and "torch" not in ctx.versions
+
+
+def test_model_named_by_the_trainer_call(tmp_path):
+    path = write(tmp_path, {"train.py": """\
+        from trl import SFTConfig, SFTTrainer
+        trainer = SFTTrainer(model="meta-llama/Llama-3.1-8B", args=SFTConfig(output_dir="out", max_seq_length=4096))
+        """})
+    report = check_bundle(path)
+    assert report.model.id == "llama-3.1-8b"
+    assert any(f.id == "CFG013" and "max_seq_length" in f.message for f in report.errors)
