@@ -68,6 +68,13 @@ LORA_DROPOUT = 0.05
 """lora_dropout of the generated bundle (templates/train.py.j2: TRL ModelConfig's default 0.05; PEFT's own default is
 0.0). Not a Plan field: it changes LoRA activations (a dropped copy and a mask per adapted Linear)."""
 
+DROPOUT_DISABLED_TRAINERS = ("dpo", "kto", "gkd")
+"""Trainers whose config defaults to disable_dropout=True (DPOConfig, KTOConfig, GKDConfig; api-facts.md 1.3, 1.6,
+1.7): trl.trainer.utils.disable_dropout_in_model sets p = 0 on every nn.Dropout, PEFT's lora_dropout modules included,
+and torch's dropout returns its input unchanged for p == 0 (no copy, no mask). Measured (bench/results h200
+2026-11-29, dpo-q3b-lora-bf16-single-nockpt-s2048-b2): 45.0 GiB allocated, 51.7 GiB predicted with the 0.05 dropout's
+copies and masks, 45.3 GiB without them."""
+
 OPTIMIZER_IMPL = "fused"
 """transformers TrainingArguments.optim defaults to "adamw_torch_fused" on torch >= 2.8 (training_args.py). The fused
 kernel updates each tensor in place: no temporaries. The "foreach" implementation (optim="adamw_torch") allocates
@@ -429,6 +436,11 @@ def norm_saved_bytes(t: int, h: int, pr: Precision, *, weight_trainable: bool, l
     return t * h * (FP32 + (pr.res if weight_trainable else 0)) + FP32 * t
 
 
+def lora_dropout_active(plan: Plan) -> bool:
+    """Whether PEFT's lora_dropout runs (LORA_DROPOUT > 0 and the trainer does not zero it: DROPOUT_DISABLED_TRAINERS)."""
+    return LORA_DROPOUT > 0 and plan.trainer not in DROPOUT_DISABLED_TRAINERS
+
+
 def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int:
     """Inputs of a layer's Linears kept for their weight gradients.
 
@@ -448,7 +460,7 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
     a_out = t * plan.lora_r * compute * d.linears_per_layer
     # q, k, v (3 x hidden; 1 when fused), o (q), gate and up (2 x hidden; 1 when fused), down (intermediate)
     copies = (d.qkv_linears + (d.gate_up_linears if i_w else 0)) * h + q + i_w
-    if LORA_DROPOUT > 0:
+    if lora_dropout_active(plan):
         return t * (compute + 1) * copies + a_out
     if pr.adapter != pr.act or pr.fp32_weights_amp:
         return t * compute * copies + a_out
@@ -562,6 +574,21 @@ def autocast_weight_cache_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
         return HALF * matmul
     base = matmul if not plan.grad_ckpt else d.layer
     return HALF * (trainable_params(d, plan) + base)
+
+
+def autocast_late_backward_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """The bf16 weight casts still alive while the first decoder layer runs its backward: that layer's only.
+
+    accelerate wraps only model.forward in torch.autocast, and torch.autocast.__exit__ calls clear_autocast_cache()
+    when the outermost region exits, so the cache of autocast_weight_cache_bytes is gone once the backward starts;
+    what remains are the casts the autograd graph saved, freed layer by layer as the backward passes them (and, under
+    checkpointing, made again by each layer's recompute, which runs in an autocast region of its own). Measured (bench/
+    results h200 2026-11-29, bf16-mixed full fine-tuning with checkpointing, peak in the late backward): qwen2.5-7b
+    s1024 b1 113.95 GiB and llama-3.1-8b 119.74 GiB allocated = 16 B/param + 0.4 GiB, where keeping the whole cache
+    (2 B per matmul weight) predicted 127.2 and 134.1 GiB (+12%)."""
+    if not pr.fp32_weights_amp:
+        return 0
+    return HALF * (d.layer + trainable_params(d, plan) // max(1, d.L) if plan.method != "full" else d.layer)
 
 
 def logits_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
@@ -914,9 +941,10 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
     if not accumulating:
         # late backward: every gradient, one (recomputed) layer's activations left
         late_act = last_layer_backward_bytes(d, plan, pr)
-        phases.append(("late-backward", W + (g_full - g_step) + opt + late_act + train_other,
+        late_other = train_other - in_flight["autocast_weight_cache"] + autocast_late_backward_bytes(d, plan, pr)
+        phases.append(("late-backward", W + (g_full - g_step) + opt + late_act + late_other,
                        {"weights": W, "gradients": g_full - g_step, "optimizer": opt, "activations": late_act,
-                        "logits": 0, "other": train_other}))
+                        "logits": 0, "other": late_other}))
     step_tr = optimizer_step_transient(d, plan, pr)
     phases.append(("step", W + g_full + opt + step_tr + base_other,
                    {"weights": W, "gradients": g_full, "optimizer": opt, "activations": 0, "logits": 0,

@@ -44,6 +44,8 @@ class Candidate:
     speed: object = None
     rejected_because: str = ""
     findings: list = field(default_factory=list)
+    next_micro_note: str = ""
+    """Why the next larger micro-batch was not taken (for the explanation)."""
 
     @property
     def feasible(self) -> bool:
@@ -208,56 +210,81 @@ def _host_ok(mem, target: Target) -> bool:
     return mem.host_bytes <= 0.9 * target.host_ram_bytes
 
 
+def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure: Plan,
+                      global_batch: int | None) -> tuple[Candidate, int]:
+    """The fastest micro-batch of one structure that fits, or the smallest miss; and how many were estimated."""
+    micros = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
+    best: Candidate | None = None
+    miss: Candidate | None = None
+    estimated = 0
+    for micro in micros:
+        if global_batch and micro > 1 and micro * structure.dp_size > global_batch and not req.micro_batch:
+            break  # a larger micro-batch would overshoot the requested global batch
+        plan = structure.with_(micro_batch=micro, grad_accum=_accumulation(structure, micro, global_batch,
+                                                                            req.grad_accum))
+        mem, spd = _estimate(model, plan, target)
+        estimated += 1
+        if not mem.fits:
+            if best is not None:
+                best.next_micro_note = (f"{micro} needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB, over the "
+                                        f"{(mem.per_gpu_reserved_bytes + mem.headroom_bytes) / GIB:.1f} GiB limit")
+            miss = miss or Candidate(plan, mem, spd, rejected_because=(
+                f"does not fit: needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB per GPU, limit "
+                f"{(mem.per_gpu_reserved_bytes + mem.headroom_bytes) / GIB:.1f} GiB"))
+            break  # memory grows with the micro-batch: larger ones do not fit either
+        if not _host_ok(mem, target):
+            miss = miss or Candidate(plan, mem, spd, rejected_because=(
+                f"needs {mem.host_bytes / GIB:.0f} GiB host RAM per node, the node has "
+                f"{target.host_ram_bytes / GIB:.0f} GiB"))
+            break
+        cand = Candidate(plan, mem, spd)
+        if best is None or cand.tokens_per_second > best.tokens_per_second:
+            best = cand
+    return (best or miss), estimated
+
+
 def search(req: Request, model: ModelSpec, target: Target) -> Decision:
+    """Memory first (cheap, and most structures of a large model fail it), then the rules, lazily: only on the
+    candidates that could be chosen or shown as alternatives, in rank order."""
     global_batch = _global_batch(req)
     candidates: list[Candidate] = []
     considered = 0
     for structure in structures(req, model, target):
-        errors = _structural_errors(req, model, target, structure)
-        if errors:
-            e = errors[0]
-            candidates.append(Candidate(structure, rejected_because=f"{e.id}: {e.message}", findings=errors))
-            continue
-        micros = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
-        best: Candidate | None = None
-        smallest_miss: Candidate | None = None
-        for micro in micros:
-            if global_batch and micro * structure.dp_size > global_batch and micro > 1 and not req.micro_batch:
-                break  # a larger micro-batch would overshoot the requested global batch
-            accum = _accumulation(structure, micro, global_batch, req.grad_accum)
-            plan = structure.with_(micro_batch=micro, grad_accum=accum)
-            mem, spd = _estimate(model, plan, target)
-            considered += 1
-            if not mem.fits:
-                if smallest_miss is None:
-                    smallest_miss = Candidate(plan, mem, spd, rejected_because=(
-                        f"needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB per GPU, "
-                        f"{mem.capacity_bytes / GIB:.1f} GiB usable"))
-                break  # memory grows with the micro-batch: larger ones do not fit either
-            if not _host_ok(mem, target):
-                smallest_miss = smallest_miss or Candidate(plan, mem, spd, rejected_because=(
-                    f"needs {mem.host_bytes / GIB:.0f} GiB host RAM, the node has "
-                    f"{target.host_ram_bytes / GIB:.0f} GiB"))
-                break
-            cand = Candidate(plan, mem, spd)
-            if best is None or cand.tokens_per_second > best.tokens_per_second:
-                best = cand
-        if best is not None:
-            candidates.append(best)
-        elif smallest_miss is not None:
-            candidates.append(smallest_miss)
-    feasible = [c for c in candidates if c.feasible]
-    chosen = _pick(feasible, req)
-    alternatives = _alternatives(candidates, chosen)
+        cand, n = _best_micro_batch(req, model, target, structure, global_batch)
+        considered += n
+        if cand is not None:
+            candidates.append(cand)
+    checked: set[int] = set()
+
+    def passes_rules(c: Candidate) -> bool:
+        if id(c) not in checked:
+            checked.add(id(c))
+            if c.feasible:
+                errors = _structural_errors(req, model, target, c.plan)
+                if errors:
+                    c.rejected_because, c.findings = f"{errors[0].id}: {errors[0].message}", errors
+        return c.feasible
+
+    chosen = next((c for c in sorted((c for c in candidates if c.feasible), key=lambda c: _rank_key(c, req))
+                   if passes_rules(c)), None)
+    alternatives = _alternatives(candidates, chosen, passes_rules)
     decision = Decision(req, model, target, chosen, alternatives, {}, considered)
     if chosen is not None:
         decision.reasons = explain_choice(decision, candidates)
     return decision
 
 
+COMPLEXITY_MARGIN = {"single": 0.0, "ddp": 0.0, "fsdp2": 0.03, "deepspeed": 0.05}
+"""A sharded backend must predict this much more tokens/s than a plain one to be chosen: it adds a dependency and
+JIT-built ops (DeepSpeed's FusedAdam/CPUAdam), and the speed model's own error (docs/accuracy.md) is of this order."""
+
+
 def _rank_key(c: Candidate, req: Request):
+    """Offloading is a last resort (host RAM, PCIe traffic, CPU Adam: several times slower); then the most
+    faithful method (unless pinned); then predicted tokens/s, discounted by the backend's complexity margin."""
     method_rank = METHOD_ORDER.index(c.plan.method) if not req.method else 0
-    return (method_rank, -c.tokens_per_second)
+    score = c.tokens_per_second * (1.0 - COMPLEXITY_MARGIN.get(c.plan.backend, 0.0))
+    return (c.plan.offload != "none", method_rank, -score)
 
 
 def _pick(feasible: list[Candidate], req: Request) -> Candidate | None:
@@ -269,28 +296,44 @@ def _family(plan: Plan) -> tuple:
             plan.vllm_gpus)
 
 
-def _alternatives(candidates: list[Candidate], chosen: Candidate | None, limit: int = 8) -> list[Candidate]:
+def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_rules,
+                  limit: int = 8) -> list[Candidate]:
     """The best candidate of every other family (backend, stage, offload, method, parallelism, vLLM split), each
-    with the reason it lost."""
-    best_by_family: dict[tuple, Candidate] = {}
+    with the reason it lost; rules are checked only on the candidates shown."""
+    families: dict[tuple, list[Candidate]] = {}
     for c in candidates:
-        if chosen is not None and c.plan == chosen.plan:
+        if chosen is not None and _family(c.plan) == _family(chosen.plan):
             continue
-        key = _family(c.plan)
-        current = best_by_family.get(key)
-        if current is None or (c.feasible, c.tokens_per_second) > (current.feasible, current.tokens_per_second):
-            best_by_family[key] = c
-    alts = [c for c in best_by_family.values() if chosen is None or _family(c.plan) != _family(chosen.plan)]
+        families.setdefault(_family(c.plan), []).append(c)
+    same = chosen.plan.method if chosen is not None else None
+
+    def order(group: list[Candidate]):
+        best = max(group, key=lambda c: (c.feasible, c.tokens_per_second))
+        return (not best.feasible, best.plan.method != same, -best.tokens_per_second)
+
+    alts: list[Candidate] = []
+    for group in sorted(families.values(), key=order):
+        group.sort(key=lambda c: (not c.feasible, -c.tokens_per_second))
+        pick = next((c for c in group if passes_rules(c)), group[0])
+        alts.append(pick)
+        if len(alts) >= limit:
+            break
     for c in alts:
         if c.feasible and chosen is not None:
             if c.plan.method != chosen.plan.method and c.tokens_per_second >= chosen.tokens_per_second:
                 c.rejected_because = (f"trains {c.plan.method} instead of {chosen.plan.method}: a {chosen.plan.method}"
                                       " plan fits, and --method was not pinned")
+            elif c.plan.offload != "none" and chosen.plan.offload == "none":
+                c.rejected_because = (f"offloads to host memory ({c.tokens_per_second:,.0f} tokens/s): used only when "
+                                      "nothing fits on the GPUs")
+            elif c.tokens_per_second >= chosen.tokens_per_second:
+                c.rejected_because = (f"{c.tokens_per_second:,.0f} tokens/s is within the "
+                                      f"{COMPLEXITY_MARGIN.get(c.plan.backend, 0) * 100:.0f}% margin a "
+                                      f"{c.plan.backend} plan must win by over a simpler one")
             else:
                 ratio = chosen.tokens_per_second / max(c.tokens_per_second, 1e-9)
                 c.rejected_because = f"slower: {c.tokens_per_second:,.0f} tokens/s ({ratio:.2f}x less)"
-    alts.sort(key=lambda c: (not c.feasible, -c.tokens_per_second))
-    return alts[:limit]
+    return alts
 
 
 # ------------------------------------------------------------------------------------------------ explanation
@@ -324,8 +367,13 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
     if not pin("grad_ckpt", "grad_ckpt"):
         other = _twin(candidates, plan, grad_ckpt=not plan.grad_ckpt)
         if plan.grad_ckpt:
-            reasons["grad_ckpt"] = "on: " + (f"without it the best plan is {other.rejected_because or 'slower'}"
-                                             if other else "needed to fit")
+            if other is None:
+                reasons["grad_ckpt"] = "on: needed to fit"
+            elif other.rejected_because:
+                reasons["grad_ckpt"] = f"on: without it the plan {other.rejected_because}"
+            else:
+                reasons["grad_ckpt"] = (f"on: allows a larger micro-batch, {chosen.tokens_per_second:,.0f} vs "
+                                        f"{other.tokens_per_second:,.0f} tokens/s without it")
         else:
             reasons["grad_ckpt"] = "off: fits without recomputation, which costs about a third more compute"
     if not pin("liger", "liger"):
@@ -338,10 +386,12 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
 
 
 def _micro_reason(decision: Decision, plan: Plan) -> str:
-    bigger = plan.micro_batch * 2
+    note = decision.chosen.next_micro_note
+    if note:
+        return f"{plan.micro_batch}: the largest that fits with headroom ({note})"
     if plan.micro_batch * plan.dp_size * 2 > (decision.request.global_batch or DEFAULT_GLOBAL_BATCH):
         return f"{plan.micro_batch}: the largest that stays within the global batch"
-    return f"{plan.micro_batch}: the fastest that fits with headroom ({bigger} does not fit or is slower)"
+    return f"{plan.micro_batch}: predicted fastest (larger ones fit but are not faster)"
 
 
 def _twin(candidates: list[Candidate], plan: Plan, **change) -> Candidate | None:
@@ -350,3 +400,156 @@ def _twin(candidates: list[Candidate], plan: Plan, **change) -> Candidate | None
         if _family(c.plan) == want[0] and all(getattr(c.plan, k) == v for k, v in change.items()):
             return c
     return None
+
+
+# ------------------------------------------------------------------------------------------------ no feasible plan
+
+
+def smallest_change(req: Request, model: ModelSpec, target: Target) -> str:
+    """Try the changes a user can make, least disruptive first, and name the first that yields a plan."""
+    seq = req.seq_len or DEFAULT_SEQ_LEN
+    tries: list[tuple[str, Request, Target]] = []
+    if req.micro_batch and req.micro_batch > 1:
+        tries.append(("--micro-batch 1", req.with_(micro_batch=1), target))
+    if req.grad_ckpt is False:
+        tries.append(("--grad-ckpt", req.with_(grad_ckpt=True), target))
+    if req.method in ("full", "lora"):
+        nxt = "lora" if req.method == "full" else "qlora"
+        tries.append((f"--method {nxt}", req.with_(method=nxt), target))
+    if req.offload in (None, "none") and req.backend in (None, "deepspeed"):
+        tries.append(("--backend deepspeed --zero 3 --offload all", req.with_(backend="deepspeed", zero=3,
+                                                                             offload="all"), target))
+    shorter = seq // 2
+    while shorter >= 512:
+        tries.append((f"--seq-len {shorter} (fewer tokens per step)", req.with_(seq_len=shorter), target))
+        shorter //= 2
+    for gpus in (2, 4, 8):
+        if gpus > target.gpus_per_node:
+            tries.append((f"--gpus {gpus} ({gpus - target.gpus_per_node} more GPUs per node)",
+                          req.with_(gpus=gpus), target.with_(gpus_per_node=gpus)))
+    for nodes in (2, 4, 8, 16):
+        if nodes > target.nodes and target.gpus_per_node >= 8:
+            tries.append((f"--nodes {nodes}", req.with_(nodes=nodes), target.with_(nodes=nodes)))
+    for label, r, t in tries:
+        decision = search(r, model, t)
+        if decision.chosen is not None:
+            c = decision.chosen
+            host = ""
+            if c.plan.offload != "none" and c.memory.host_bytes:
+                host = f", with {c.memory.host_bytes / GIB:.0f} GiB host RAM per node"
+            return f"{label} makes one: {c.plan.short()}{host} ({c.tokens_per_second:,.0f} tokens/s)"
+    return "no single change found: try a smaller model, LoRA/QLoRA, or more GPUs"
+
+
+def _raise_if_a_pin_breaks_a_rule(req: Request, model: ModelSpec, target: Target) -> None:
+    """When every structure fails a rule whatever the memory (a pinned --sp-size 7 on 28 heads, say), the user's
+    pin is the problem: report that rule and its fix, not a memory suggestion."""
+    import rules
+
+    first_errors = None
+    for structure in structures(req, model, target):
+        errors = _structural_errors(req, model, target, structure)
+        if not errors:
+            return
+        first_errors = first_errors or errors
+    if first_errors:
+        e = first_errors[0]
+        raise PinnedRuleError(f"{e.id} {e.name}: {e.message}", hint=e.fix or rules.get_rule(e.id).name)
+
+
+class PinnedRuleError(AdvisorError):
+    """A pinned knob breaks a rule in every candidate plan: exit 1 like `check`, with the rule's fix."""
+
+    exit_code = NoFeasiblePlanError.exit_code
+
+
+# ------------------------------------------------------------------------------------------------ generate
+
+
+@dataclass
+class GenerateOutcome:
+    result: dict
+    decision: Decision
+    out: str
+    files: list[str]
+    notes: list[str]
+
+    def render(self) -> str:
+        return render_decision(self.result, self.decision, self.out)
+
+
+def plan_json(plan: Plan) -> dict:
+    """The generate JSON's `plan` object: the contract keys first, then every other Plan field."""
+    d = plan.to_dict()
+    keys = ("backend", "zero_stage", "offload", "method", "precision", "micro_batch", "grad_accum", "grad_ckpt",
+            "liger", "sp_size", "cp_size", "vllm_mode", "num_processes", "nodes")
+    return {**{k: d[k] for k in keys}, **{k: v for k, v in d.items() if k not in keys}}
+
+
+def alternative_json(c: Candidate) -> dict:
+    return {"plan": plan_json(c.plan), "tokens_per_second": round(c.tokens_per_second, 1),
+            "per_gpu_peak_bytes": c.memory.per_gpu_peak_bytes if c.memory is not None else None,
+            "rejected_because": c.rejected_because}
+
+
+def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
+    """Search and build the generate JSON (without writing anything)."""
+    from advisor.estimate import result_dict, run_findings
+
+    check_request(req)
+    model = resolve_model(req)
+    target = resolve_target(req, probe=probe)
+    decision = search(req, model, target)
+    decision.notes = list(target.notes)
+    if decision.chosen is None:
+        _raise_if_a_pin_breaks_a_rule(req, model, target)
+        raise NoFeasiblePlanError(
+            f"no plan for {model.id} ({req.trainer}) fits {target.describe()}: searched {decision.considered} "
+            "configurations", hint=smallest_change(req, model, target))
+    c = decision.chosen
+    findings = run_findings(req, c.plan, model, target, c.memory, c.speed)
+    result = result_dict(req, model, target, c.plan, c.memory, c.speed, findings)
+    result["plan"] = plan_json(c.plan)
+    result["why"] = dict(decision.reasons)
+    result["alternatives"] = [alternative_json(a) for a in decision.alternatives]
+    result["search"] = {"configurations_estimated": decision.considered}
+    return decision, result
+
+
+def generate(req: Request, *, out: str | None = None, force: bool = False, probe=None) -> GenerateOutcome:
+    from advisor.generate import default_out_dir, render_bundle, write_bundle
+
+    decision, result = decide(req, probe=probe)
+    plan = decision.chosen.plan
+    out_dir = out or default_out_dir(plan, decision.model)
+    result["out"] = out_dir
+    files = render_bundle(plan, decision.model, decision.target, result, req)
+    written = write_bundle(files, out_dir, force=force)
+    result["files"] = sorted(files)
+    return GenerateOutcome(result=result, decision=decision, out=out_dir, files=written, notes=decision.notes)
+
+
+def render_decision(result: dict, decision: Decision, out: str) -> str:
+    """The short report `generate` prints: the plan, its numbers, why, what lost, and where the bundle is."""
+    c = decision.chosen
+    mem, speed = result["memory"], result["speed"]
+    lines = [f"{decision.model.id} {c.plan.trainer.upper()} on {decision.target.describe()}",
+             f"plan     {c.plan.short()}",
+             f"memory   {mem['per_gpu_peak_bytes'] / GIB:.1f} GiB peak per GPU (reserved "
+             f"{mem['per_gpu_reserved_bytes'] / GIB:.1f} of {mem['gpu_capacity_bytes'] / GIB:.1f} GiB usable)"
+             + (f", host {mem['host_bytes'] / GIB:.0f} GiB" if mem.get("host_bytes") else ""),
+             f"speed    {speed['tokens_per_second']:,.0f} tokens/s, {speed['step_seconds']:.2f} s/step, "
+             f"MFU {speed['mfu'] * 100:.0f}%  ({decision.considered} configurations estimated)"]
+    if decision.reasons:
+        lines.append("why")
+        width = max(len(k) for k in decision.reasons)
+        lines += [f"  {k.ljust(width)}  {v}" for k, v in decision.reasons.items()]
+    if decision.alternatives:
+        lines.append("rejected")
+        lines += [f"  {a.plan.short()}: {a.rejected_because}" for a in decision.alternatives[:5]]
+    problems = [f for f in result.get("findings", []) if f.get("status", "fail") == "fail"]
+    if problems:
+        lines.append("findings")
+        lines += [f"  {f['id']} {f['severity']}: {f['message']}" for f in problems]
+    lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {out}/launch.sh")
+    return "\n".join(lines)

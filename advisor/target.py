@@ -61,7 +61,8 @@ class Target:
 
     def describe(self) -> str:
         nodes = f"{self.nodes} nodes x " if self.nodes > 1 else ""
-        return f"{nodes}{self.gpus_per_node} x {self.gpu.id} ({self.gpu_memory_bytes / (1 << 30):.0f} GiB, {self.intra_node_link})"
+        link = f", {self.intra_node_link}" if self.gpus_per_node > 1 else ""
+        return f"{nodes}{self.gpus_per_node} x {self.gpu.id} ({self.gpu_memory_bytes / (1 << 30):.0f} GiB{link})"
 
 
 def default_intra_bw(gpu: GpuSpec, link: str) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rules.bundle import Unresolved
 from rules.common import NO_FILES, as_int, truthy, uses_zero3
 from rules.model import Context, Result, fail, na, ok, unknown
@@ -372,7 +374,116 @@ def deepspeed_multinode_launcher(ctx: Context) -> Result:
                 "when every node runs accelerate launch (srun)")
 
 
+ARCH_SUFFIX = re.compile(r"\d+\.\d+[A-Za-z]+")
+"""A TORCH_CUDA_ARCH_LIST entry with an arch-specific or family suffix: `9.0a`, `10.0a`, `12.0f` (`+PTX` is not
+one: DeepSpeed splits it off before int())."""
+
+
+def deepspeed_cuda_ops(ctx: Context) -> list[str]:
+    """The CUDA ops DeepSpeed JIT-builds for this configuration (each goes through compute_capability_args).
+
+    DeepSpeedCPUAdam is left out on purpose: on a CUDA machine DeepSpeed 0.19.8 builds it with the CPU accelerator's
+    CPUOpBuilder (accelerator/cuda_accelerator.py, `_lazy_init_class_dict`), whose arguments never read the arch list.
+    """
+    p = ctx.plan
+    ops: list[str] = []
+    ds = ctx.files.ds_config if ctx.files is not None else None
+    zero = ctx.files.zero if ctx.files is not None else {}
+    offload_opt = str((zero.get("offload_optimizer") or {}).get("device", "none")).lower() if ds else "none"
+    offload_par = str((zero.get("offload_param") or {}).get("device", "none")).lower() if ds else "none"
+    optimizer = (ds or {}).get("optimizer")
+    if isinstance(optimizer, dict) and offload_opt not in ("cpu", "nvme"):
+        kind = str(optimizer.get("type", "")).lower()
+        torch_adam = truthy((optimizer.get("params") or {}).get("torch_adam", False))
+        if kind in ("adam", "adamw") and not torch_adam:
+            ops.append("FusedAdam (the ds_config optimizer block, on the GPU)")
+        elif kind == "lamb":
+            ops.append("FusedLamb (the ds_config optimizer block)")
+        elif kind == "lion":
+            ops.append("FusedLion (the ds_config optimizer block)")
+    if "nvme" in (offload_opt, offload_par) or (p.offload != "none" and p.offload_device == "nvme"):
+        ops.append("async_io (NVMe offload)")
+    if truthy(zero.get("zero_quantized_weights")) or truthy(zero.get("zero_quantized_gradients")):
+        ops.append("quantizer (ZeRO++ quantized weights/gradients)")
+    return ops
+
+
+def launch_sets_arch_list(ctx: Context) -> tuple[str, str] | None:
+    """How the launch script handles TORCH_CUDA_ARCH_LIST: ("clean", why) when it unsets it, rewrites it from its
+    own value (the generated launch.sh strips suffixes) or sets it without suffix; ("suffix", value) when it sets a
+    suffixed value; None when it does not touch it."""
+    if ctx.files is None:
+        return None
+    for line in reversed(ctx.files.launch_lines()):
+        if "TORCH_CUDA_ARCH_LIST" not in line:
+            continue
+        if re.search(r"\bunset\s+(-v\s+)?TORCH_CUDA_ARCH_LIST\b", line):
+            return "clean", "launch.sh unsets TORCH_CUDA_ARCH_LIST"
+        m = re.search(r"(?:^|[\s;])TORCH_CUDA_ARCH_LIST=(\S.*)$", line)
+        if not m:
+            continue
+        value = m.group(1)
+        if "$" in value:
+            if "TORCH_CUDA_ARCH_LIST" in value:
+                return "clean", "launch.sh rewrites TORCH_CUDA_ARCH_LIST before launching"
+            continue
+        value = value.split()[0].strip("'\"")
+        if ARCH_SUFFIX.search(value):
+            return "suffix", value
+        return "clean", f"launch.sh sets TORCH_CUDA_ARCH_LIST={value}"
+    return None
+
+
+@rule(id="DS012", name="cuda-arch-suffix-breaks-deepspeed-op-build", severity="warning",
+      reads=("plan.backend", "plan.offload", "plan.offload_device", "files.ds_config.optimizer",
+             "files.ds_config.zero_optimization", "files.launch_sh"))
+def cuda_arch_suffix_breaks_op_build(ctx: Context) -> Result:
+    """DeepSpeed's JIT op builder crashes when TORCH_CUDA_ARCH_LIST holds an arch-specific suffix such as `9.0a`.
+
+    ## Why
+    DeepSpeed 0.19.8 sorts the entries of TORCH_CUDA_ARCH_LIST with
+    `tuple(int(part.split('+')[0]) for part in cc.split('.'))` (op_builder/builder.py, `compute_capability_args`):
+    `9.0a` gives `int('0a')` and every CUDA op build stops with
+    "ValueError: invalid literal for int() with base 10: '0a'". PyTorch itself accepts `9.0a` (sm_90a, Hopper's
+    wgmma kernels), and some CUDA images export it (an H200 image with TORCH_CUDA_ARCH_LIST=9.0a: every
+    ZeRO run with a ds_config optimizer block failed at setup). The build happens for FusedAdam (an Adam/AdamW
+    optimizer block without optimizer offload), async_io (NVMe offload) and ZeRO++ quantization. CPU optimizer
+    offload is not affected: DeepSpeedCPUAdam is built by the CPU op builder, which never reads the arch list.
+    The hardware probe does not record environment variables, so this is a warning about the configuration.
+
+    ## Fix
+    Strip the suffix before launching (`9.0a` -> `9.0`, `9.0a;10.0a` -> `9.0;10.0`), or unset
+    TORCH_CUDA_ARCH_LIST so that DeepSpeed reads the capability from the GPUs. The launch.sh that
+    `trl-advisor generate` writes for DeepSpeed plans strips the suffixes itself.
+
+    ## Example
+    A ds_config with `"optimizer": {"type": "AdamW"}` and a launch script that leaves TORCH_CUDA_ARCH_LIST alone
+    warns; the generated launch.sh, which rewrites the variable without suffixes, passes.
+
+    ## References
+    - https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/op_builder/builder.py
+    - https://github.com/deepspeedai/DeepSpeed/pull/8619
+    - https://github.com/deepspeedai/DeepSpeed/issues/7589
+    """
+    if ctx.plan.backend != "deepspeed":
+        return na("not DeepSpeed")
+    ops = deepspeed_cuda_ops(ctx)
+    if not ops:
+        return na("DeepSpeed JIT-builds no CUDA op here (no ds_config optimizer block on the GPU, no NVMe offload, "
+                  "no ZeRO++ quantization)")
+    handled = launch_sets_arch_list(ctx)
+    fix = ("strip the suffix before launching (9.0a -> 9.0), or unset TORCH_CUDA_ARCH_LIST; the launch.sh trl-advisor "
+           "generates does this for DeepSpeed plans")
+    if handled and handled[0] == "clean":
+        return ok(handled[1], ops=ops)
+    if handled:
+        return fail(f"launch.sh sets TORCH_CUDA_ARCH_LIST={handled[1]}: DeepSpeed's build of {', '.join(ops)} "
+                    "crashes on the suffix (ValueError: invalid literal for int())", fix, ops=ops)
+    return fail(f"DeepSpeed JIT-builds {', '.join(ops)}: a TORCH_CUDA_ARCH_LIST entry with a suffix such as 9.0a "
+                "makes the build crash (ValueError: invalid literal for int() with base 10: '0a')", fix, ops=ops)
+
+
 RULES = (zero3_rejects_device_map, offload_needs_sharding_backend, offload_all_needs_zero3,
          nvme_offload_needs_async_io, zero_stage_needs_deepspeed, zero3_init_flag_off, zeropp_hpz_partition_size,
          auto_find_batch_size_with_zero3, fsdp_and_trainer_checkpointing, fsdp_sharded_state_dict,
-         deepspeed_multinode_launcher)
+         deepspeed_multinode_launcher, cuda_arch_suffix_breaks_op_build)

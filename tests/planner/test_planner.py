@@ -1,0 +1,188 @@
+"""The plan search: pins stay pinned, the choice fits and is explained, impossible requests say what would work."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from advisor.bundle_check import check_bundle_files
+from advisor.errors import AdvisorError, NoFeasiblePlanError
+from advisor.generate import render_bundle
+from advisor.planner import MICRO_BATCHES, PinnedRuleError, decide, generate, search
+from advisor.request import Request
+from advisor.resolve import resolve_model, resolve_target
+
+
+def _decide(**kw):
+    return decide(Request(**kw))
+
+
+def test_pins_stay_pinned():
+    decision, result = _decide(model="7B", gpu="H100-80GB", gpus=8, method="lora", backend="deepspeed", zero=3,
+                               micro_batch=2, grad_ckpt=True, liger=False, seq_len=2048)
+    p = decision.chosen.plan
+    assert (p.method, p.backend, p.zero_stage, p.micro_batch, p.grad_ckpt, p.liger, p.seq_len) == \
+        ("lora", "deepspeed", 3, 2, True, False, 2048)
+    assert result["plan"]["zero_stage"] == 3
+    assert result["why"]["backend"].startswith("pinned")
+
+
+def test_chosen_plan_fits_and_alternatives_say_why_they_lost():
+    decision, result = _decide(model="8B", gpu="H100-80GB", gpus=8)
+    assert result["memory"]["fits"] is True
+    assert result["memory"]["per_gpu_reserved_bytes"] <= result["memory"]["gpu_capacity_bytes"]
+    assert result["alternatives"], "a search over several backends must report what lost"
+    for alt in result["alternatives"]:
+        assert alt["rejected_because"], alt
+        assert set(alt) >= {"plan", "tokens_per_second", "per_gpu_peak_bytes", "rejected_because"}
+    for key in ("backend", "zero_stage", "offload", "method", "precision", "micro_batch", "grad_accum", "grad_ckpt",
+                "liger", "sp_size", "cp_size", "vllm_mode", "num_processes", "nodes"):
+        assert key in result["plan"]
+
+
+def test_the_chosen_plan_is_the_fastest_feasible_of_its_tier():
+    req = Request(model="1.5B", gpu="H200", gpus=1, method="full")
+    model, target = resolve_model(req), resolve_target(req)
+    decision = search(req, model, target)
+    chosen = decision.chosen
+    for alt in decision.alternatives:
+        if alt.feasible and alt.plan.offload == "none" and alt.plan.backend == chosen.plan.backend:
+            assert alt.tokens_per_second <= chosen.tokens_per_second
+
+
+def test_full_training_wins_over_lora_when_it_fits_unless_method_is_pinned():
+    decision, _ = _decide(model="1.5B", gpu="H200", gpus=1)
+    assert decision.chosen.plan.method == "full"
+    decision, _ = _decide(model="1.5B", gpu="H200", gpus=1, method="qlora")
+    assert decision.chosen.plan.method == "qlora"
+
+
+def test_a_model_too_big_for_full_training_falls_back_to_lora():
+    decision, _ = _decide(model="70B", gpu="H100-80GB", gpus=8)
+    assert decision.chosen.plan.method in ("lora", "qlora")
+    assert decision.chosen.plan.offload == "none"
+
+
+def test_grpo_generation_batch_is_divisible_by_num_generations():
+    for gpus in (1, 3, 8):
+        decision, _ = _decide(model="1.5B", trainer="grpo", gpu="H100-80GB", gpus=gpus, num_generations=6)
+        p = decision.chosen.plan
+        assert (p.micro_batch * p.num_processes * p.grad_accum) % 6 == 0, p
+
+
+def test_vllm_server_gets_its_own_gpus():
+    decision, _ = _decide(model="7B", trainer="grpo", gpu="H100-80GB", gpus=8, vllm="server")
+    p = decision.chosen.plan
+    assert p.vllm_mode == "server" and p.vllm_gpus >= 1
+    assert p.num_processes == 8 - p.vllm_gpus
+
+
+def test_long_sequences_get_sequence_parallelism_from_the_valid_sizes():
+    decision, _ = _decide(model="8B", gpu="H100-80GB", gpus=8, seq_len=131072)
+    p = decision.chosen.plan
+    assert p.sp_size in (2, 4, 8)  # llama-3.1-8b: 32 heads, 8 KV heads
+    assert p.dp_size * p.sp_size == p.num_processes
+
+
+def test_a_pin_that_breaks_a_rule_reports_the_rule_and_its_fix():
+    with pytest.raises(PinnedRuleError) as err:
+        _decide(model="qwen2.5-7b", gpu="H100-80GB", gpus=8, sp_size=7, seq_len=32768)
+    assert "SP001" in err.value.message
+    assert "1, 2, 4" in err.value.hint
+
+
+def test_no_feasible_plan_names_the_smallest_change():
+    with pytest.raises(NoFeasiblePlanError) as err:
+        _decide(model="405B", gpu="RTX-4090", gpus=1, method="full")
+    assert err.value.exit_code == 1
+    assert "makes one" in err.value.hint and "--method lora" in err.value.hint
+
+
+def test_impossible_even_with_changes_still_gives_a_hint():
+    with pytest.raises(AdvisorError) as err:
+        _decide(model="405B", gpu="T4", gpus=1, method="qlora", seq_len=131072, grad_ckpt=False, backend="single")
+    assert err.value.hint
+
+
+def test_generate_writes_a_consistent_bundle(tmp_path):
+    out = tmp_path / "bundle"
+    outcome = generate(Request(model="0.5B", gpu="H200", gpus=1), out=str(out))
+    names = sorted(p.name for p in out.iterdir())
+    assert {"plan.json", "train.py", "accelerate.yaml", "launch.sh", "requirements.txt", "README.md"} <= set(names)
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["out"] == str(out) and plan["plan"] == outcome.result["plan"]
+    files = {p.name: p.read_text() for p in out.iterdir()}
+    assert check_bundle_files(files) == []
+    with pytest.raises(AdvisorError):  # never overwrite without --force
+        generate(Request(model="0.5B", gpu="H200", gpus=1), out=str(out))
+
+
+def test_generate_bundle_passes_the_rule_engine(tmp_path):
+    import rules
+
+    out = tmp_path / "b"
+    generate(Request(model="8B", trainer="dpo", method="lora", gpu="A100-80GB", gpus=2), out=str(out))
+    report = rules.check_bundle(str(out))
+    assert report.ok, [f.to_dict() for f in report.errors]
+
+
+MODELS = ("0.5B", "1.5B", "3B", "7B", "8B", "14B", "qwen3-8b", "mistral-7b-v0.3", "gemma-2-9b", "phi-3-mini",
+          "llama-3.2-1b", "smollm2-1.7b", "70B", "qwen3-30b-a3b")
+GPUS = ("H100-80GB", "H200", "A100-80GB", "A100-40GB", "L40S", "RTX-4090", "A10G", "L4")
+
+
+def _random_request(rng: random.Random) -> Request:
+    trainer = rng.choice(("sft", "sft", "dpo", "grpo", "rloo", "kto", "gkd"))
+    kw = dict(model=rng.choice(MODELS), trainer=trainer, gpu=rng.choice(GPUS), gpus=rng.choice((1, 2, 4, 8)),
+              seq_len=rng.choice((512, 1024, 2048, 4096)))
+    if rng.random() < 0.3:
+        kw["method"] = rng.choice(("full", "lora", "qlora"))
+    if rng.random() < 0.2:
+        kw["micro_batch"] = rng.choice(MICRO_BATCHES[:4])
+    if rng.random() < 0.2:
+        kw["grad_ckpt"] = rng.choice((True, False))
+    if trainer in ("grpo", "rloo"):
+        kw["max_completion_len"] = kw["seq_len"] // 2
+        if rng.random() < 0.5:
+            kw["vllm"] = rng.choice(("none", "colocate", "server"))
+    if rng.random() < 0.15:
+        kw["nodes"] = 2
+    return Request(**kw)
+
+
+def test_500_random_valid_requests_give_consistent_bundles():
+    rng = random.Random(20261129)
+    produced = 0
+    infeasible = 0
+    for _ in range(500):
+        req = _random_request(rng)
+        try:
+            decision, result = decide(req)
+        except AdvisorError as e:  # no feasible plan / a rule: must come with a hint
+            assert e.hint, (req, e.message)
+            infeasible += 1
+            continue
+        result["out"] = "generated/x"
+        files = render_bundle(decision.chosen.plan, decision.model, decision.target, result, req)
+        result["files"] = sorted(files)
+        problems = check_bundle_files(files)
+        assert problems == [], (req, problems)
+        produced += 1
+    assert produced >= 350, f"only {produced} of 500 random requests produced a plan ({infeasible} infeasible)"
+
+
+def test_cli_generate_json_and_no_feasible_exit_code(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "advisor", "generate", "--model", "1.5B", "--gpu", "H100-80GB",
+                           "--out", str(tmp_path / "b"), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {"plan", "alternatives", "out", "files", "memory", "speed", "findings"} <= set(data)
+    proc = subprocess.run([sys.executable, "-m", "advisor", "generate", "--model", "405B", "--gpu", "T4",
+                           "--method", "full", "--out", str(tmp_path / "c")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: ") and "hint: " in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "c").exists()
