@@ -17,8 +17,16 @@ from advisor import request as R
 from advisor.errors import AdvisorError, NoFeasiblePlanError
 from advisor.plan import Plan
 from advisor.request import Request
-from advisor.resolve import (DEFAULT_LORA_R, DEFAULT_MAX_COMPLETION, DEFAULT_NUM_GENERATIONS, DEFAULT_SEQ_LEN,
-                             DEFAULT_VLLM_MEM_FRACTION, check_request, resolve_model, resolve_target)
+from advisor.resolve import (
+    DEFAULT_LORA_R,
+    DEFAULT_MAX_COMPLETION,
+    DEFAULT_NUM_GENERATIONS,
+    DEFAULT_SEQ_LEN,
+    DEFAULT_VLLM_MEM_FRACTION,
+    check_request,
+    resolve_model,
+    resolve_target,
+)
 from advisor.specs import GIB, ModelSpec
 from advisor.target import Target
 

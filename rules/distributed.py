@@ -424,8 +424,10 @@ def launch_sets_arch_list(ctx: Context) -> tuple[str, str] | None:
             continue
         value = m.group(1)
         if "$" in value:
-            if "TORCH_CUDA_ARCH_LIST" in value:
-                return "clean", "launch.sh rewrites TORCH_CUDA_ARCH_LIST before launching"
+            # A rewrite of its own value through sed or a ${VAR//...} substitution (the generated launch.sh);
+            # any other expression (another variable, an appended entry) cannot be judged without running it.
+            if "TORCH_CUDA_ARCH_LIST" in value and ("sed" in value or "${TORCH_CUDA_ARCH_LIST/" in value):
+                return "clean", "launch.sh rewrites TORCH_CUDA_ARCH_LIST without arch suffixes before launching"
             continue
         value = value.split()[0].strip("'\"")
         if ARCH_SUFFIX.search(value):
