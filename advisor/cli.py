@@ -221,7 +221,8 @@ def cmd_verify(args) -> int:
     except ImportError:
         raise NotBuiltError("`verify` is not built yet in this version",
                             hint="run the bundle directly: bash launch.sh --max-steps 5") from None
-    outcome = verify(args.dir, steps=args.steps, random_init=args.random_init, synthetic_data=args.synthetic_data)
+    outcome = verify(args.dir, steps=args.steps, random_init=args.random_init, synthetic_data=args.synthetic_data,
+                     timeout_seconds=args.timeout)
     if args.json:
         _print_json(outcome.to_json())
     else:
@@ -290,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", type=_positive_int, default=10)
     sp.add_argument("--random-init", action="store_true", help="random weights from the recorded architecture")
     sp.add_argument("--synthetic-data", action="store_true", help="generated tokens, local tokenizer (offline)")
+    sp.add_argument("--timeout", type=_positive_int, default=1200, metavar="SECONDS",
+                    help="stop the run after this long (default 1200)")
     sp.add_argument("--json", action="store_true")
     return p
 

@@ -357,6 +357,21 @@ _PIN_FLAGS: dict[str, tuple[str, str]] = {
 _BOOL_FLAGS = {"grad_ckpt": "--no-grad-ckpt", "liger": "--no-liger", "packing": "--no-packing"}
 
 
+def _ref_model_reason(plan: Plan) -> str:
+    if plan.trainer == "sft":
+        return "none: SFT has no reference model"
+    if plan.trainer == "grpo" and plan.ref_model == "none":
+        return "none: GRPOConfig beta defaults to 0.0, so TRL loads no reference model"
+    if plan.ref_model == "none" and plan.method != "full":
+        return "none: with PEFT the reference is the base model with the adapter disabled (no second copy)"
+    if plan.ref_model == "copy":
+        return ("copy: a frozen second model in the training dtype"
+                + (" (GKD's teacher)" if plan.trainer == "gkd" else ""))
+    if plan.ref_model == "precompute":
+        return "precompute: reference log-probs computed once before training (precompute_ref_log_probs=True)"
+    return "none: this trainer has no reference model"
+
+
 def _flag_text(knob: str, value) -> str:
     field, flag = _PIN_FLAGS[knob]
     if isinstance(value, bool):
@@ -395,7 +410,9 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
         "grad_ckpt": searched,
         "liger": searched,
         "attn": "sdpa: PyTorch's fused attention, no extra package" if plan.attn == "sdpa" else searched,
-        "packing": searched if plan.trainer == "sft" else "only SFT packs sequences",
+        "packing": ("off: packing changes which samples share a sequence, a data choice left to --packing"
+                    if plan.trainer == "sft" and not plan.packing else
+                    searched if plan.trainer == "sft" else "only SFT packs sequences"),
         "sp_size": searched if plan.sp_size > 1 else "1: no sequence parallelism",
         "cp_size": searched if plan.cp_size > 1 else "1: no context parallelism",
         "num_processes": (f"one process per training GPU: ({plan.gpus_per_node} - {plan.vllm_gpus} vLLM) x "
@@ -411,7 +428,7 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
         "vllm_gpus": searched if plan.vllm_mode == "server" else "0: no separate vLLM server",
         "vllm_mem_fraction": ("fraction of each GPU vLLM reserves next to training (GRPOConfig default 0.3)"
                               if plan.vllm_mode == "colocate" else "unused: vLLM does not share the training GPUs"),
-        "ref_model": searched,
+        "ref_model": _ref_model_reason(plan),
         "trust_remote_code": ("asked for (--trust-remote-code)" if plan.trust_remote_code else
                               "never run code from the model repository unless asked"),
     }

@@ -287,11 +287,18 @@ COMPLEXITY_MARGIN = {"single": 0.0, "ddp": 0.0, "fsdp2": 0.03, "deepspeed": 0.05
 JIT-built ops (DeepSpeed's FusedAdam/CPUAdam), and the speed model's own error (docs/accuracy.md) is of this order."""
 
 
+LIGER_MARGIN = 0.03
+"""Liger must predict 3% more tokens/s to be chosen unpinned: `use_liger_kernel` is deprecated in TRL 1.16 (rule
+CMP006) and adds a dependency."""
+
+
 def _rank_key(c: Candidate, req: Request):
     """Offloading is a last resort (host RAM, PCIe traffic, CPU Adam: several times slower); then the most
     faithful method (unless pinned); then predicted tokens/s, discounted by the backend's complexity margin."""
     method_rank = METHOD_ORDER.index(c.plan.method) if not req.method else 0
     score = c.tokens_per_second * (1.0 - COMPLEXITY_MARGIN.get(c.plan.backend, 0.0))
+    if c.plan.liger and req.liger is None:
+        score *= 1.0 - LIGER_MARGIN
     return (c.plan.offload != "none", method_rank, -score)
 
 

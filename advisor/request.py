@@ -62,8 +62,11 @@ class Request:
         return asdict(self)
 
     def pinned(self) -> dict:
-        """Only the knobs the user set."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        """Only the knobs the user set (`trust_remote_code` counts only when asked for: off is its default)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        if not self.trust_remote_code:
+            out.pop("trust_remote_code", None)
+        return out
 
     def with_(self, **changes) -> Request:
         return replace(self, **changes)

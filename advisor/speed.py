@@ -5,8 +5,8 @@ can sustain. A step is ``grad_accum`` micro-batches, then the optimizer; GRPO/RL
 log-prob passes once per step (steps_per_generation = grad_accum). GPU work and the CPU that launches it run
 asynchronously, so a micro-batch takes max(GPU time, CPU dispatch time); the dispatch excess is `overhead`.
 
-The breakdown's values add up to step_seconds exactly. FITTED constants are declared in one block below, each to be
-calibrated against bench/results (step_seconds_median per configuration); the rest are physical counts.
+The breakdown's values add up to step_seconds exactly. FITTED constants are declared in one block below, calibrated
+against bench/results (median step seconds per configuration, docs/accuracy.md); the rest are physical counts.
 """
 
 from __future__ import annotations
@@ -46,21 +46,28 @@ DEFAULT_CPU_CORES = 32
 """Host cores assumed when the target does not say (catalogue targets)."""
 DS_CPUADAM_CORES = 0.8
 """DeepSpeed offload_optimizer.cpuadam_cores_perc default: CPU Adam uses 80% of the cores."""
+ELEMENTWISE_BWD_FACTOR = 2.0
+"""HBM bytes of an elementwise op's backward per byte of its forward: it reads the saved input(s) and the incoming
+gradient and writes the input gradient (RMSNorm's backward also reduces over the row)."""
 
 # ---------------------------------------------------------------------------------------------------------------------
-# FITTED constants: starting values, to be calibrated against bench/results step_seconds_median.
+# FITTED constants, calibrated on the fit split of bench/results and tests/model/data (step time; docs/accuracy.md).
 # ---------------------------------------------------------------------------------------------------------------------
-MFU_CEILING = 0.55
-"""Fraction of the dense bf16 peak that large training GEMMs sustain (Megatron-LM / TorchTitan H100 reports: 0.4-0.55
-MFU end to end)."""
+MFU_CEILING = 0.75
+"""Fraction of the dense bf16 peak that large training GEMMs sustain. Was 0.55 (Megatron-LM / TorchTitan H100 reports:
+0.4-0.55 MFU end to end), which also had to absorb the norms, RoPE, SiLU and residual adds; those are now their own
+term (`elementwise`), so this is the GEMMs' own efficiency. Fitted (docs/accuracy.md, fit rows only): 0.75 (742 of
+989.5 dense bf16 TFLOPS before the hidden-size and token penalties; cuBLAS bf16 GEMMs of this size reach 0.7-0.8 on
+Hopper)."""
 HIDDEN_HALF = 512
 """Hidden size at which GEMM efficiency halves: small models run skinny GEMMs (efficiency x h / (h + HIDDEN_HALF))."""
 TOKENS_HALF = 256
 """Tokens per micro-batch at which efficiency halves (x t / (t + TOKENS_HALF)): short micro-batches underfill the GPU."""
-LAUNCH_SECONDS = 35e-6
+LAUNCH_SECONDS = 33e-6
 """CPU time per launched kernel in eager PyTorch (Python module call, transformers' attention interface, dispatcher,
-launch), amortized. Seeded from spot measurements on one H200 (torch 2.11, transformers 5.17, TRL 1.16): Qwen2.5-0.5B
-at 2k tokens per micro-batch runs 0.10 s/step without checkpointing and 0.18 s with it, whatever the GPU work."""
+launch), amortized. Seeded at 35e-6 from spot measurements on one H200 (torch 2.11, transformers 5.17, TRL 1.16):
+Qwen2.5-0.5B at 2k tokens per micro-batch runs 0.10 s/step without checkpointing and 0.18 s with it, whatever the
+GPU work. Fitted with the others on the fit rows: 33e-6."""
 LIGER_KERNELS_FWD_PER_LAYER = 36
 """Launch-equivalents of a layer's forward with Liger: its fused RMSNorm, RoPE and SwiGLU replace ~20 eager ops by 4
 Triton launches, but a Triton launch costs several eager ones on the CPU; measured (0.5B, H200): 5% less step time."""
@@ -68,9 +75,10 @@ LIGER_KERNELS_BWD_PER_LAYER = 64
 LORA_KERNELS_PER_LINEAR = (4, 8)
 """Launch-equivalents PEFT lora.Linear adds per adapted Linear, forward and backward (input cast, dropout, A, B,
 scale, add, cast back); fitted with LAUNCH_SECONDS to the same measurements."""
-CKPT_LAYER_SECONDS = 3e-3
+CKPT_LAYER_SECONDS = 3.5e-3
 """CPU time torch.utils.checkpoint (non-reentrant, transformers' default) adds per checkpointed layer per micro-batch
-beyond the recomputed forward's launches (saved-tensor hooks, recompute graph); same spot measurements."""
+beyond the recomputed forward's launches (saved-tensor hooks, recompute graph); seeded at 3e-3 from the same spot
+measurements, fitted on the fit rows: 3.5e-3."""
 MEM_BW_EFFICIENCY = 0.8
 """Fraction of the HBM bandwidth streaming kernels (optimizer, dequantization, decode) reach."""
 COMM_OVERLAP = 0.8
@@ -94,6 +102,20 @@ NVME_GBPS = 6.0
 """Sequential NVMe bandwidth per node for ZeRO-Infinity swaps (one PCIe 4 x4 drive: ~7 GB/s read)."""
 VLLM_STEP_SECONDS = 2e-3
 """vLLM scheduler + CUDA-graph launch time per decode step."""
+DECODE_LAUNCH_SECONDS = 23e-6
+"""CPU time per launched kernel in an HF `generate` decode step. generate runs under torch.no_grad(): no autograd
+graph is recorded, so an op costs less on the CPU than in a training forward (LAUNCH_SECONDS). The decode term used
+LAUNCH_SECONDS (35e-6) before, and both GRPO fit rows came out too slow: grpo-q0.5b (128 decode steps) 5.81 s
+predicted vs 3.57 s measured, grpo-q1.5b (256 steps) 13.15 s vs 8.89 s, i.e. 21-24 us per kernel of a decode step
+once training is subtracted. Fitted with the other speed constants (only the GRPO rows depend on it): 23e-6."""
+BNB_MATMUL_SECONDS = 3.7e-4
+"""CPU time of one bitsandbytes 4-bit matmul call, per quantized Linear per pass (forward, recompute, backward).
+bitsandbytes 0.50 MatMul4Bit is a Python autograd Function; above 1536 token rows its CUDA gemm_4bit op falls back to
+dequantizing the nested absmax (dequantize_blockwise + offset), then the NF4 weight, then F.linear, each a
+torch.library kernel registered in Python, and the backward dequantizes again (backends/cuda/ops.py,
+autograd/_functions.py). The model had no such cost and under-predicted both QLoRA fit rows: sft-q1.5b-qlora-ckpt
+0.35 s vs 0.60 s measured (-41%), sft-q3b-qlora-nockpt 0.37 s vs 0.43 s (-14%). One constant explains both (588 and
+504 calls per step): fitted with the other speed constants (only the QLoRA rows depend on it): 3.7e-4 s."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +126,11 @@ class SpeedEstimate:
     mfu: float
     """Model FLOPs utilization: useful training FLOPs (no recompute, reference or generation) / (step x peak), per GPU."""
     breakdown: dict[str, float] = field(default_factory=dict)
-    """Seconds per step: compute (GEMMs), adapters (PEFT's elementwise work), attention, recompute, dequantize
-    (QLoRA), reference (reference / KL / teacher forwards, GRPO/RLOO log-prob passes), communication (exposed),
-    offload_transfer, cpu_adam, optimizer_step, generation, overhead (CPU dispatch beyond the GPU work, DeepSpeed hooks,
-    the Trainer's fixed cost). They add up to step_seconds."""
+    """Seconds per step: compute (GEMMs), elementwise (norms, RoPE, activation, residual adds, autocast casts),
+    adapters (PEFT's elementwise work), attention, recompute, dequantize (QLoRA), reference (reference / KL / teacher
+    forwards, GRPO/RLOO log-prob passes), communication (exposed), offload_transfer, cpu_adam, optimizer_step,
+    generation, overhead (CPU dispatch beyond the GPU work, DeepSpeed hooks, the Trainer's fixed cost). They add up to
+    step_seconds."""
     flops_per_step: float = 0.0
     """Training FLOPs one GPU executes per step (with recompute and in-loss reference forwards; not generation)."""
 
@@ -227,23 +250,80 @@ def micro_batch_times(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, p
     reference = ref_passes * (mm_f + attn_f) / (peak * eff)
 
     adapters = lora_elementwise_seconds(d, plan, target, pr) if adapter else 0.0
+    fwd_passes = 1 + (1 if plan.grad_ckpt else 0)
+    elementwise = elementwise_seconds(d, plan, target, pr, t, fwd_passes, ref_passes)
 
-    gpu = compute + attention + recompute + dequant + reference + adapters
+    gpu = compute + attention + recompute + dequant + reference + adapters + elementwise
     liger = plan.liger
     kf = LIGER_KERNELS_FWD_PER_LAYER if liger else KERNELS_FWD_PER_LAYER
     kb = LIGER_KERNELS_BWD_PER_LAYER if liger else KERNELS_BWD_PER_LAYER
-    per_layer = kf * (2 if plan.grad_ckpt else 1) + kb + kf * ref_passes
+    casts = autocast_casts_per_layer(d, plan, pr)
+    per_layer = (kf + casts) * fwd_passes + kb + casts + kf * ref_passes
     if adapter:
         lf, lb = LORA_KERNELS_PER_LINEAR
-        per_layer += d.linears_per_layer * (lf * (2 if plan.grad_ckpt else 1) + lb)
+        per_layer += d.linears_per_layer * (lf * fwd_passes + lb)
     tiles = -(-max(1, n_logit) // M.CHUNK_TOKENS) * -(-d.V // M.CHUNK_VOCAB)
     kernels = d.L * per_layer + HEAD_KERNELS_PER_TILE * tiles * (2 + ref_passes)
     dispatch = kernels * LAUNCH_SECONDS + (d.L * CKPT_LAYER_SECONDS if plan.grad_ckpt else 0.0)
+    if plan.method == "qlora":
+        # every quantized Linear runs MatMul4Bit in the forward (and recompute) and again in the backward
+        dispatch += d.L * d.linears_per_layer * (fwd_passes + 1) * BNB_MATMUL_SECONDS
     useful = train_mm + train_attn / (2.0 if plan.attn == "eager" else 1.0)
     executed = train_mm + train_attn + recompute_mm + recompute_attn + ref_passes * (mm_f + attn_f)
     return {"compute": compute, "attention": attention, "recompute": recompute, "dequantize": dequant,
-            "reference": reference, "adapters": adapters, "gpu": gpu, "dispatch": dispatch, "useful_flops": useful,
-            "flops": executed, "backward": (compute + attention) * 2 / 3}
+            "reference": reference, "adapters": adapters, "elementwise": elementwise, "gpu": gpu, "dispatch": dispatch,
+            "useful_flops": useful, "flops": executed, "backward": (compute + attention) * 2 / 3}
+
+
+def layer_elementwise_bytes(d: M.Dims, plan: Plan, pr: Precision) -> float:
+    """HBM bytes per token that one decoder layer's forward streams through non-GEMM ops (eager transformers 5
+    Llama/Qwen2 modules; act = activation bytes, res = residual-stream bytes):
+
+    - RMSNorm (norms_per_layer of them): x.to(float32) (res + 4), pow (4 + 4), mean (4), x * rsqrt (4 + 4), the cast
+      back (4 + res), weight * x (2 res): 28 + 4 res per element of hidden. LigerRMSNorm: one read, one write (2 res).
+    - RoPE on q and k: q * cos, rotate_half (neg, cat), * sin, add: ~10 act per element. Liger's RoPE kernel rotates q
+      and k in place: 2 act.
+    - SiLU-gated MLP: SiLU (2 act) and the product with up (3 act) per intermediate element; LigerSiLUMulFunction
+      reads gate and up and writes the product: 3 act.
+    - two residual adds (3 res each) and SDPA's output transpose + contiguous (2 act per q element).
+    - torch.autocast with an fp32 residual stream (bf16-mixed / fp16-mixed) casts each Linear's input to 16-bit
+      (res + act per element) per call: q/k/v (one call each unless fused) and gate/up.
+    The GEMMs' own time is `compute`; this term is what makes Liger faster on the GPU, not only on the CPU."""
+    a, res = pr.act, pr.res
+    if plan.liger:
+        norm, rope, act = 2 * res, 2 * a, 3 * a
+    else:
+        norm, rope, act = 28 + 4 * res, 10 * a, 5 * a
+    width = d.I if not d.moe else d.experts_per_token * d.moe_I + d.shared_I
+    per_token = d.norms * norm * d.h + rope * (d.q + d.kv) + act * width + 2 * 3 * res * d.h + 2 * a * d.q
+    if pr.autocast and res != a:
+        per_token += (d.qkv_linears + d.gate_up_linears) * d.h * (res + a)
+    return float(per_token)
+
+
+def elementwise_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, tokens: int, fwd_passes: int,
+                        ref_passes: int) -> float:
+    """GPU seconds of the memory-bound non-GEMM ops per micro-batch: each forward pass (and recompute) streams
+    layer_elementwise_bytes per token and layer, the backward ELEMENTWISE_BWD_FACTOR times that, each no-grad
+    reference forward once more. Autocast over fp32 weights (bf16-mixed) also casts every matmul weight to 16-bit
+    per forward pass (4 + 2 B per param; the cache lives for one forward) and the trained weights' 16-bit gradients
+    back to fp32 in the backward (2 + 4 B)."""
+    per_pass = tokens * d.L * layer_elementwise_bytes(d, plan, pr)
+    nbytes = per_pass * (fwd_passes + ELEMENTWISE_BWD_FACTOR + ref_passes)
+    if pr.fp32_weights_amp:
+        matmul = d.quantized + d.lm_head
+        trained = matmul if plan.method == "full" else 0
+        nbytes += (FP32 + HALF) * (matmul * fwd_passes + trained)
+    return nbytes / mem_bw(target)
+
+
+def autocast_casts_per_layer(d: M.Dims, plan: Plan, pr: Precision) -> int:
+    """Extra kernels per decoder layer and pass under torch.autocast over fp32 tensors (bf16-mixed / fp16-mixed): one
+    input cast per q/k/v and gate/up call (the residual stream is fp32) and one weight cast per Linear (the autocast
+    cache lasts one forward); the backward runs as many cast-backward kernels."""
+    if not (pr.autocast and pr.res != pr.act):
+        return 0
+    return d.qkv_linears + d.gate_up_linears + (d.linears_per_layer if pr.fp32_weights_amp else 0)
 
 
 def lora_elementwise_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision) -> float:
@@ -435,7 +515,7 @@ def generation_seconds(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, 
             lf, _ = LORA_KERNELS_PER_LINEAR
             kernels = d.L * (DECODE_KERNELS_PER_LAYER + (lf * d.linears_per_layer if plan.method != "full" else 0)) \
                 + DECODE_KERNELS_PER_STEP
-            per_step = max(step_gpu, kernels * LAUNCH_SECONDS)
+            per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS)
             if plan.backend == "fsdp2":
                 per_step += collective_seconds(d.P * w16, 1, n, plan, target)
             decode = completion * per_step
@@ -477,6 +557,7 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
             hooks += ga * tensors * (3 if plan.grad_ckpt else 2) * DS_FETCH_SECONDS
     breakdown = {
         "compute": ga * micro["compute"],
+        "elementwise": ga * micro["elementwise"],
         "adapters": ga * micro["adapters"],
         "attention": ga * micro["attention"],
         "recompute": ga * micro["recompute"],

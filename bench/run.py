@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -353,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
         # DeepSpeed's JIT builds read this instead of asking the GPU (which would need a CUDA context); the
         # background build and every row then compile with identical flags and share one build
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", gpu["compute_cap"])
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if arch and re.search(r"\d[a-z]", arch):
+        # Rule DS012: DeepSpeed 0.19.8's op builder cannot parse arch suffixes ("9.0a"): on 2026-11-29 every
+        # DeepSpeed row of the first H200 run failed building FusedAdam because the machine's image set 9.0a.
+        os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d)[a-z]+", r"\1", arch)
+        print(f"TORCH_CUDA_ARCH_LIST {arch!r} -> {os.environ['TORCH_CUDA_ARCH_LIST']!r} (rule DS012)")
     out_dir = os.path.dirname(os.path.abspath(a.out))
     os.makedirs(out_dir, exist_ok=True)
     log_path = a.log or (a.out[:-6] if a.out.endswith(".jsonl") else a.out) + ".log"

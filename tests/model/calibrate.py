@@ -2,14 +2,21 @@
 
     python tests/model/calibrate.py RESULTS.jsonl [...]                       # errors per row and a summary
     python tests/model/calibrate.py RESULTS.jsonl --fit FRAGMENTATION=0.05,0.1,0.15 --fit LAUNCH_SECONDS=2e-5,3e-5
+    python tests/model/calibrate.py RESULTS.jsonl SPOT.jsonl --split fit --coordinate MFU_CEILING,LAUNCH_SECONDS
 
-Rows are benchmark records (bench/results): the Request/Plan knobs (model, trainer, method, precision, backend, zero,
-offload, grad_ckpt, liger, attn, seq_len, micro_batch, grad_accum, num_generations, max_completion_len, ref_model,
-lora_r, beta), `status`, and the measurements peak_allocated_bytes, peak_reserved_bytes, step_seconds_median. An
-optional `gpu` names the catalogue GPU (default H200); `lora_dropout` overrides advisor.memory.LORA_DROPOUT.
-A fitted constant is searched on its grid, one at a time, minimizing the median |log(predicted / measured)| of the
-quantity it drives (memory constants: peak allocated, except FRAGMENTATION / STATIC_SLACK: peak reserved; speed
-constants: step time).
+Rows are flat records (tests/model/data/h200_spot.jsonl): the Request/Plan knobs (model, trainer, method, precision,
+backend, zero, offload, grad_ckpt, liger, attn, seq_len, micro_batch, grad_accum, num_generations,
+max_completion_len, ref_model, lora_r, beta), `status`, and the measurements peak_allocated_bytes,
+peak_reserved_bytes, step_seconds_median; or benchmark records (bench/results, bench/README.md), flattened here:
+knobs from `row`, measurements from `memory` and `timing`, `split` kept, LoRA dropout from `resolved.lora`, the last
+record of a name counting. Flat records without a split count as "fit". An optional `gpu` names the catalogue GPU
+(default H200); `lora_dropout` overrides advisor.memory.LORA_DROPOUT.
+
+--fit searches one constant on its grid, minimizing the median |log(predicted / measured)| of the quantity it drives
+(memory constants: peak allocated, except FRAGMENTATION / STATIC_SLACK: peak reserved; speed constants: step time).
+--coordinate fits several constants of one quantity together by coordinate descent over multiplicative steps,
+minimizing the mean |log(predicted / measured)| (the median of ~40 rows is flat along too many directions for a
+joint fit); run from the current values it shows whether they are at the optimum.
 """
 
 from __future__ import annotations
@@ -36,16 +43,39 @@ MEASURED = {"peak_allocated": "peak_allocated_bytes", "peak_reserved": "peak_res
 RESERVED_CONSTANTS = ("FRAGMENTATION", "STATIC_SLACK")
 
 
-def load_rows(paths: Iterable[str | Path]) -> list[dict]:
-    rows = []
-    for path in paths:
-        for line in Path(path).read_text().splitlines():
+def flatten(record: dict) -> dict:
+    """A benchmark record (bench/README.md) as a flat row; flat rows are returned unchanged."""
+    if "row" not in record:
+        return record
+    mem = record.get("memory") or {}
+    timing = record.get("timing") or {}
+    lora = (record.get("resolved") or {}).get("lora") or {}
+    return {**record["row"], "name": record["name"], "split": record.get("split") or record["row"].get("split"),
+            "status": record.get("status"), "peak_allocated_bytes": mem.get("peak_allocated_bytes"),
+            "peak_reserved_bytes": mem.get("peak_reserved_bytes"),
+            "step_seconds_median": timing.get("median_step_seconds"), "lora_dropout": lora.get("lora_dropout")}
+
+
+def load_rows(paths: Iterable[str | Path], split: str = "all") -> list[dict]:
+    """The "ok" rows of the files (split "fit" / "holdout" / "all"; flat rows without a split are "fit"), less the
+    spot runs with reentrant checkpointing."""
+    rows: dict[tuple[str, str], dict] = {}
+    for n, path in enumerate(paths):
+        for i, line in enumerate(Path(path).read_text().splitlines()):
             line = line.strip()
             if line:
-                row = json.loads(line)
-                if row.get("status", "ok") == "ok":
-                    rows.append(row)
-    return rows
+                row = flatten(json.loads(line))
+                # benchmark files: the last record of a name counts; flat files keep every line
+                key = (str(path), row["name"]) if "split" in row and row.get("split") else (str(path), f"{n}:{i}")
+                rows[key] = row
+    out = []
+    for row in rows.values():
+        if row.get("status", "ok") != "ok" or row.get("use_reentrant"):
+            continue  # reentrant checkpointing is not a plan knob (TRL forces it only for ZeRO-3 + PEFT)
+        if split != "all" and (row.get("split") or "fit") != split:
+            continue
+        out.append(row)
+    return out
 
 
 def resolve_model(model_id: str) -> ModelSpec:
@@ -134,12 +164,64 @@ def fit(rows: list[dict], name: str, grid: list[float]) -> tuple[float, float]:
     return best
 
 
+def quantity(name: str) -> str:
+    module = M if hasattr(M, name) else S
+    if not hasattr(module, name):
+        raise SystemExit(f"no constant {name} in advisor.memory or advisor.speed")
+    return "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is M else "step_seconds")
+
+
+def mean_log_error(rows: list[dict], key: str) -> float:
+    vals = [abs(math.log1p(e[key])) for e in errors(rows) if e[key] is not None]
+    return sum(vals) / len(vals) if vals else float("inf")
+
+
+COORDINATE_STEPS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)
+
+
+def coordinate_fit(rows: list[dict], names: list[str], rounds: int = 4) -> tuple[dict[str, float], float]:
+    """Coordinate descent over multiplicative steps of each constant (all driving one quantity), minimizing the
+    mean |log(predicted / measured)|; the constants are left at the best values found."""
+    keys = {quantity(n) for n in names}
+    if len(keys) != 1:
+        raise SystemExit(f"--coordinate constants must drive one quantity, these drive {sorted(keys)}")
+    key = keys.pop()
+    modules = {n: (M if hasattr(M, n) else S) for n in names}
+    best = mean_log_error(rows, key)
+    for _ in range(rounds):
+        moved = False
+        for n in names:
+            v0 = getattr(modules[n], n)
+            for f in COORDINATE_STEPS:
+                setattr(modules[n], n, type(v0)(v0 * f))
+                s = mean_log_error(rows, key)
+                if s < best - 1e-9:
+                    best, v0, moved = s, type(v0)(v0 * f), True
+            setattr(modules[n], n, v0)
+        if not moved:
+            break
+    return {n: getattr(modules[n], n) for n in names}, best
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", nargs="+")
+    p.add_argument("--split", choices=("fit", "holdout", "all"), default="all")
     p.add_argument("--fit", action="append", default=[], metavar="NAME=v1,v2,...")
+    p.add_argument("--coordinate", default="", metavar="NAME,NAME,...")
+    p.add_argument("--rounds", type=int, default=4)
     args = p.parse_args(argv)
-    rows = load_rows(args.results)
+    rows = load_rows(args.results, args.split)
+    if args.coordinate:
+        names = [n for n in args.coordinate.split(",") if n]
+        start = {n: getattr(M if hasattr(M, n) else S, n) for n in names}
+        start_score = mean_log_error(rows, quantity(names[0]))
+        values, s = coordinate_fit(rows, names, args.rounds)
+        print(f"mean |log error| {start_score:.4f} -> {s:.4f} over {len(rows)} rows")
+        for n in names:
+            change = values[n] / start[n] - 1 if start[n] else float("inf")
+            print(f"{n} = {values[n]:g}" + ("  (unchanged)" if values[n] == start[n]
+                                             else f"  (was {start[n]:g}, {change:+.1%})"))
     for spec in args.fit:
         name, _, values = spec.partition("=")
         value, s = fit(rows, name, [float(v) for v in values.split(",")])

@@ -1,0 +1,461 @@
+"""`advisor.verify` with generated bundles and fake runs: the ordered steps, the tolerances, the JSON contract."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+from verify_cases import (
+    GIB,
+    INSTALLED,
+    OOM_LOG,
+    PREDICTED_PEAK,
+    PREDICTED_TPS,
+    TRACEBACK_LOG,
+    FakeRun,
+    machine,
+    make_bundle,
+    plan,
+)
+
+from advisor.cli import main as cli_main
+from advisor.errors import ExitCode, InputFileError
+from advisor.verify import SYMBOL, last_error_line, read_metrics, verify
+
+STEP_ORDER = ["bundle", "consistency", "hardware", "packages", "rules", "run", "memory", "speed", "loss"]
+
+
+def _verify(bundle, run=None, probe=None, **kw):
+    kw.setdefault("random_init", True)
+    kw.setdefault("synthetic_data", True)
+    return verify(bundle, runner=run or FakeRun(), probe=probe or machine(gpus=1), progress=None, **kw)
+
+
+def _status(outcome) -> dict[str, str]:
+    return {s.name: s.status for s in outcome.steps}
+
+
+# ------------------------------------------------------------------------------------------------------- pass case
+
+def test_pass_case_runs_launch_sh_and_compares(tmp_path):
+    bundle = make_bundle(tmp_path)
+    run = FakeRun()
+    outcome = _verify(bundle, run, steps=10)
+    assert [s.name for s in outcome.steps] == STEP_ORDER
+    assert set(_status(outcome).values()) == {"pass"}, outcome.render()
+    assert outcome.passed
+    # the command verify runs, where
+    (call,) = run.calls
+    assert call["command"] == ["bash", "launch.sh", "--max-steps", "10", "--random-init", "--synthetic-data"]
+    assert call["cwd"] == bundle
+    assert call["timeout_seconds"] == 20 * 60
+    assert (bundle / "verify.log").is_file()
+    # measured values, recomputed here: 4 sequences x 2 accumulation x 1024 tokens per step on one GPU, over the
+    # median of the steps after the two warm-up steps
+    tokens_per_step = 4 * 2 * 1024
+    median = statistics.median(run.step_seconds[2:])
+    assert outcome.measured["step_seconds_median"] == pytest.approx(median)
+    assert outcome.measured["tokens_per_second"] == pytest.approx(tokens_per_step / median)
+    assert outcome.measured["per_gpu_peak_bytes"] == run.peaks[0]
+    assert outcome.measured["per_gpu_reserved_bytes"] == run.peaks[0] + GIB
+    assert outcome.measured["loss_finite"] is True and outcome.measured["ranks"] == 1
+    assert outcome.error_pct["per_gpu_peak_bytes"] == pytest.approx((run.peaks[0] - PREDICTED_PEAK) / PREDICTED_PEAK
+                                                                     * 100, abs=0.05)
+    assert outcome.error_pct["tokens_per_second"] == pytest.approx((tokens_per_step / median - PREDICTED_TPS)
+                                                                    / PREDICTED_TPS * 100, abs=0.05)
+
+
+def test_flags_pass_through_and_timeout_keyword(tmp_path):
+    bundle = make_bundle(tmp_path)
+    run = FakeRun()
+    _verify(bundle, run, steps=3, random_init=False, synthetic_data=False, timeout_seconds=90)
+    assert run.calls[0]["command"] == ["bash", "launch.sh", "--max-steps", "3"]
+    assert run.calls[0]["timeout_seconds"] == 90
+
+
+def test_stale_metrics_are_removed_before_the_run(tmp_path):
+    bundle = make_bundle(tmp_path)
+    (bundle / "metrics").mkdir()
+    (bundle / "metrics" / "rank7.jsonl").write_text('{"event": "start", "device": "cuda:7"}\n')
+    outcome = _verify(bundle, FakeRun())
+    assert not (bundle / "metrics" / "rank7.jsonl").exists()
+    assert outcome.measured["ranks"] == 1
+
+
+def test_measured_peak_is_the_busiest_rank_and_step_time_the_slowest(tmp_path):
+    p = plan(backend="ddp", num_processes=2, gpus_per_node=2)
+    bundle = make_bundle(tmp_path, p)
+    run = FakeRun(peaks=(int(18 * GIB), int(20.5 * GIB)))
+    outcome = _verify(bundle, run, probe=machine(gpus=2))
+    assert outcome.measured["per_gpu_peak_bytes"] == int(20.5 * GIB)
+    assert outcome.measured["ranks"] == 2
+    # two GPUs: twice the tokens per step
+    assert outcome.measured["tokens_per_second"] == pytest.approx(2 * 4 * 2 * 1024 / 0.20)
+
+
+def test_speed_uses_the_slowest_rank_per_step(tmp_path):
+    p = plan(backend="ddp", num_processes=2, gpus_per_node=2)
+    bundle = make_bundle(tmp_path, p)
+    run = FakeRun(peaks=(int(19 * GIB), int(19 * GIB)))
+    run(["x"], cwd=bundle, log_path=bundle / "x.log", timeout_seconds=1)
+    rank1 = bundle / "metrics" / "rank1.jsonl"
+    records = [json.loads(line) for line in rank1.read_text().splitlines()]
+    for r in records:
+        if r["event"] == "step":
+            r["step_seconds"] = 0.4  # rank 1 is twice as slow every step
+    rank1.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert read_metrics(bundle / "metrics").step_seconds() == [4.0, 0.9] + [0.4] * 8
+
+
+# ---------------------------------------------------------------------------------------------------------- memory
+
+def test_memory_under_prediction_beyond_tolerance_fails(tmp_path):
+    # 26 GiB measured for 20 GiB predicted: +30 %, beyond max(15 % = 3 GiB, 2 GiB)
+    outcome = _verify(make_bundle(tmp_path), FakeRun(peaks=(26 * GIB,)))
+    step = outcome.step("memory")
+    assert step.status == "fail" and "under-predicted" in step.detail
+    assert outcome.error_pct["per_gpu_peak_bytes"] == pytest.approx(30.0)
+    assert not outcome.passed
+    assert _status(outcome)["speed"] == "pass" and _status(outcome)["loss"] == "pass"  # verify kept going
+
+
+def test_memory_at_the_edge_of_the_band_passes(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(peaks=(int(22.9 * GIB),)))  # +14.5 % < 15 %
+    assert outcome.step("memory").status == "pass"
+
+
+def test_memory_over_prediction_beyond_tolerance_fails_with_synthetic_data(tmp_path):
+    # 12 GiB measured for 20 GiB predicted with full-length synthetic samples: the estimate is 40 % high
+    outcome = _verify(make_bundle(tmp_path), FakeRun(peaks=(12 * GIB,)))
+    step = outcome.step("memory")
+    assert step.status == "fail" and "over-predicted" in step.detail
+    assert outcome.error_pct["per_gpu_peak_bytes"] == pytest.approx(-40.0)
+
+
+def test_memory_below_band_with_real_data_passes_with_a_note(tmp_path):
+    # real data without packing: samples shorter than seq_len lower the peak, so a low reading proves nothing
+    outcome = _verify(make_bundle(tmp_path), FakeRun(peaks=(12 * GIB,)), synthetic_data=False)
+    step = outcome.step("memory")
+    assert step.status == "pass" and "--synthetic-data" in step.detail
+
+
+def test_memory_floor_of_two_gib_for_small_predictions(tmp_path):
+    bundle = make_bundle(tmp_path, peak=4 * GIB)
+    assert _verify(bundle, FakeRun(peaks=(int(5.5 * GIB),))).step("memory").status == "pass"  # +37 %, < 2 GiB
+    assert _verify(bundle, FakeRun(peaks=(int(6.5 * GIB),))).step("memory").status == "fail"  # 2.5 GiB over
+
+
+# ----------------------------------------------------------------------------------------------------------- speed
+
+def test_speed_outside_35_percent_fails_either_way(tmp_path):
+    bundle = make_bundle(tmp_path)
+    slow = _verify(bundle, FakeRun(step_seconds=(4.0, 1.0) + (0.33,) * 8))  # 24.8k tokens/s: -38 %
+    assert slow.step("speed").status == "fail" and "slower" in slow.step("speed").detail
+    fast = _verify(bundle, FakeRun(step_seconds=(4.0, 1.0) + (0.14,) * 8))  # 58.5k tokens/s: +46 %
+    assert fast.step("speed").status == "fail" and "faster" in fast.step("speed").detail
+    ok = _verify(bundle, FakeRun(step_seconds=(4.0, 1.0) + (0.30,) * 8))  # 27.3k tokens/s: -32 %
+    assert ok.step("speed").status == "pass"
+
+
+def test_speed_above_band_with_real_data_passes_with_a_note(tmp_path):
+    # real data: sequences shorter than seq_len make steps faster while tokens are counted at seq_len
+    outcome = _verify(make_bundle(tmp_path), FakeRun(step_seconds=(4.0, 1.0) + (0.14,) * 8), synthetic_data=False)
+    assert outcome.step("speed").status == "pass" and "--synthetic-data" in outcome.step("speed").detail
+    slow = _verify(make_bundle(tmp_path, name="b2"), FakeRun(step_seconds=(4.0, 1.0) + (0.33,) * 8),
+                   synthetic_data=False)
+    assert slow.step("speed").status == "fail"  # slower stays a failure whatever the data
+
+
+def test_speed_ignores_the_warm_up_steps(tmp_path):
+    # steps 1 and 2 are 50 s each (compilation, allocator growth): dropped, so the speed still passes
+    outcome = _verify(make_bundle(tmp_path), FakeRun(step_seconds=(50.0, 50.0) + (0.2,) * 8))
+    assert outcome.step("speed").status == "pass"
+
+
+def test_speed_skipped_with_too_few_steps(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(step_seconds=(4.0, 0.2)), steps=2)
+    assert outcome.step("speed").status == "skip" and "warm-up" in outcome.step("speed").detail
+    assert outcome.passed  # a skipped comparison is not a failure once the run happened
+
+
+# ------------------------------------------------------------------------------------------------------------ loss
+
+def test_nan_loss_fails(tmp_path):
+    losses = (12.1, 12.0, math.nan, 11.9, 11.9, 11.8, 11.8, 11.7, 11.7, 11.6)
+    outcome = _verify(make_bundle(tmp_path), FakeRun(losses=losses))
+    step = outcome.step("loss")
+    assert step.status == "fail" and "nan" in step.detail and "step 3" in step.detail
+    assert outcome.measured["loss_finite"] is False
+    assert not outcome.passed
+    json.dumps(outcome.to_json(), allow_nan=False)  # the JSON stays strict even when a loss is NaN
+
+
+def test_infinite_loss_fails(tmp_path):
+    losses = (12.1,) * 9 + (math.inf,)
+    assert _verify(make_bundle(tmp_path), FakeRun(losses=losses)).step("loss").status == "fail"
+
+
+def test_no_loss_logged_fails(tmp_path):
+    bundle = make_bundle(tmp_path)
+    run = FakeRun()
+
+    def without_losses(command, **kw):
+        result = run(command, **kw)
+        path = kw["cwd"] / "metrics" / "rank0.jsonl"
+        kept = [ln for ln in path.read_text().splitlines() if '"event": "log"' not in ln]
+        path.write_text("\n".join(kept) + "\n")
+        return result
+
+    outcome = verify(bundle, runner=without_losses, probe=machine(gpus=1), progress=None)
+    assert outcome.step("loss").status == "fail"
+
+
+# ------------------------------------------------------------------------------------------------------ failed run
+
+def test_nonzero_exit_fails_with_the_logs_last_error(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(returncode=1, log=TRACEBACK_LOG, write_metrics=False))
+    run = outcome.step("run")
+    assert run.status == "fail"
+    assert run.detail == "exit code 1: ValueError: invalid literal for int() with base 10: '0a'"
+    assert "verify.log" in run.hint
+    assert _status(outcome)["memory"] == "skip" and _status(outcome)["speed"] == "skip"
+    assert _status(outcome)["loss"] == "skip"
+    assert not outcome.passed
+
+
+def test_out_of_memory_exit_fails_the_memory_step(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(returncode=1, log=OOM_LOG, write_metrics=False))
+    assert outcome.step("run").detail.startswith("exit code 1: torch.OutOfMemoryError: CUDA out of memory")
+    assert outcome.step("memory").status == "fail" and "ran out of GPU memory" in outcome.step("memory").detail
+
+
+def test_timeout_fails_the_run(tmp_path):
+    run = FakeRun(returncode=-15, timed_out=True, log="step 1\nstep 2\n", step_seconds=(4.0, 0.2))
+    outcome = _verify(make_bundle(tmp_path), run)
+    assert outcome.step("run").status == "fail" and "timed out" in outcome.step("run").detail
+    assert "2 of 10 steps" in outcome.step("run").detail
+
+
+def test_exit_zero_without_metrics_fails(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(write_metrics=False))
+    assert outcome.step("run").status == "fail" and "rank*.jsonl" in outcome.step("run").detail
+
+
+@pytest.mark.parametrize(("lines", "expected"), [
+    (TRACEBACK_LOG.splitlines(), "ValueError: invalid literal for int() with base 10: '0a'"),
+    (["loading", "[rank1]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970", "[rank0]: waiting"],
+     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970"),
+    (["train.py: this plan generates with vLLM, which needs a GPU; --cpu cannot run it",
+      "Traceback (most recent call last):", '  File "/x/launch.py", line 3, in simple_launcher',
+      "subprocess.CalledProcessError: Command 'x' returned non-zero exit status 1."],
+     "train.py: this plan generates with vLLM, which needs a GPU; --cpu cannot run it"),
+    (["all quiet", "then nothing"], "then nothing"),
+    ([], None),
+])
+def test_last_error_line(lines, expected):
+    assert last_error_line(lines) == expected
+
+
+# -------------------------------------------------------------------------------------------- nothing run / skips
+
+def test_no_gpu_skips_the_run_and_does_not_pass(tmp_path):
+    run = FakeRun()
+    outcome = _verify(make_bundle(tmp_path), run, probe=machine("no_gpu"))
+    assert run.calls == []  # nothing was started
+    status = _status(outcome)
+    assert outcome.step("run").detail == "no GPU on this machine" and status["run"] == "skip"
+    assert status["memory"] == status["speed"] == status["loss"] == "skip"
+    assert status["hardware"] == "fail"
+    assert outcome.passed is False
+    assert outcome.summary().startswith("Nothing was run (no GPU on this machine)")
+    assert outcome.render().splitlines()[-1] == outcome.summary()
+
+
+def test_too_few_gpus_skips_the_run(tmp_path):
+    p = plan(backend="ddp", num_processes=4, gpus_per_node=4)
+    run = FakeRun()
+    outcome = _verify(make_bundle(tmp_path, p), run, probe=machine(gpus=2))
+    assert run.calls == []
+    assert outcome.step("run").detail == "the plan needs 4 GPUs per node, this machine has 2"
+    assert outcome.step("hardware").status == "fail" and not outcome.passed
+
+
+def test_multi_node_bundle_skips_the_run_with_the_reason(tmp_path):
+    p = plan(backend="deepspeed", zero_stage=3, num_processes=16, gpus_per_node=8, nodes=2)
+    run = FakeRun()
+    outcome = _verify(make_bundle(tmp_path, p), run, probe=machine(gpus=8))
+    assert run.calls == []
+    run_step = outcome.step("run")
+    assert run_step.status == "skip" and "multi-node bundle (2 nodes)" in run_step.detail
+    assert "one node of the plan's 2" in outcome.step("hardware").detail
+    assert not outcome.passed
+
+
+def test_cpu_run_skips_memory_and_speed(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(device="cpu", peaks=(0,)), probe=machine("no_gpu"),
+                      extra_args=["--cpu"])
+    status = _status(outcome)
+    assert status["run"] == "pass" and status["loss"] == "pass"
+    assert status["memory"] == "skip" and status["speed"] == "skip"
+    assert outcome.measured["tokens_per_second"] is None and outcome.measured["device"] == "cpu"
+    assert outcome.command[-1] == "--cpu"
+    assert not outcome.passed  # the hardware is not the plan's: a CPU smoke run verifies no prediction
+
+
+# --------------------------------------------------------------------------------------------------- other checks
+
+def test_other_gpu_model_fails_hardware_and_skips_speed(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(), probe=machine("a100_40gb_x8", gpus=1))
+    hw = outcome.step("hardware")
+    assert hw.status == "fail" and "A100-40GB is not the plan's H100-80GB" in hw.detail
+    assert "per GPU < the plan's" in hw.detail
+    assert outcome.step("speed").status == "skip"
+    assert outcome.step("memory").status == "pass"  # memory does not depend on the GPU model
+
+
+def test_package_minor_version_mismatch_fails_patch_passes(tmp_path):
+    bundle = make_bundle(tmp_path)
+    minor = _verify(bundle, probe=machine(gpus=1, software={**INSTALLED, "transformers": "5.17.0"}))
+    assert minor.step("packages").status == "fail"
+    assert "transformers 5.17.0 != 5.24.0" in minor.step("packages").detail
+    patch = _verify(bundle, probe=machine(gpus=1, software={**INSTALLED, "trl": "1.16.1"}))
+    assert patch.step("packages").status == "pass" and "trl 1.16.1 (pinned 1.16.0)" in patch.step("packages").detail
+    loose = _verify(bundle, probe=machine(gpus=1, software={**INSTALLED, "datasets": "5.3.0"}))
+    assert loose.step("packages").status == "pass"  # datasets is not one of the API-critical packages
+    missing = _verify(bundle, probe=machine(gpus=1, software={**INSTALLED, "accelerate": None}))
+    assert missing.step("packages").status == "fail" and "accelerate not installed" in missing.step("packages").detail
+    cpu_torch = _verify(bundle, probe=machine(gpus=1, software={**INSTALLED, "torch": "2.13.0+cpu"}))
+    assert "CPU build" in cpu_torch.step("packages").detail
+
+
+def test_missing_ds_config_fails_bundle_and_consistency_but_keeps_going(tmp_path):
+    p = plan(backend="deepspeed", zero_stage=2, num_processes=2, gpus_per_node=2)
+    bundle = make_bundle(tmp_path, p)
+    (bundle / "ds_config.json").unlink()
+    run = FakeRun(peaks=(int(19.5 * GIB),) * 2)
+    outcome = _verify(bundle, run, probe=machine(gpus=2))
+    status = _status(outcome)
+    assert status["bundle"] == "fail" and "ds_config.json" in outcome.step("bundle").detail
+    assert status["consistency"] == "fail"
+    assert status["run"] == "pass" and len(run.calls) == 1  # train.py and launch.sh are there: it still ran
+    assert not outcome.passed
+
+
+def test_edited_file_fails_consistency(tmp_path):
+    bundle = make_bundle(tmp_path)
+    acc = bundle / "accelerate.yaml"
+    acc.write_text(acc.read_text().replace("num_processes: 1", "num_processes: 2"))
+    outcome = _verify(bundle)
+    assert outcome.step("consistency").status == "fail"
+    assert "num_processes" in outcome.step("consistency").detail
+
+
+# ------------------------------------------------------------------------------------------------- usage errors
+
+def test_missing_folder_is_a_usage_error(tmp_path):
+    with pytest.raises(InputFileError, match="not found"):
+        verify(tmp_path / "nope", runner=FakeRun(), probe=machine(gpus=1), progress=None)
+
+
+def test_folder_without_plan_json_is_a_usage_error(tmp_path):
+    bundle = make_bundle(tmp_path)
+    (bundle / "plan.json").unlink()
+    with pytest.raises(InputFileError, match="no plan.json"):
+        verify(bundle, runner=FakeRun(), probe=machine(gpus=1), progress=None)
+    (bundle / "plan.json").write_text("{not json")
+    with pytest.raises(InputFileError, match="not valid JSON"):
+        verify(bundle, runner=FakeRun(), probe=machine(gpus=1), progress=None)
+
+
+def test_cli_exit_code_2_for_a_missing_folder(tmp_path, capsys):
+    assert cli_main(["verify", str(tmp_path / "nope")]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("error: bundle folder not found") and "hint:" in err
+
+
+# --------------------------------------------------------------------------------------------------- the contract
+
+def test_json_has_the_contract_keys(tmp_path):
+    doc = _verify(make_bundle(tmp_path)).to_json()
+    text = json.dumps(doc, allow_nan=False)
+    doc = json.loads(text)
+    assert isinstance(doc["passed"], bool)
+    for step in doc["steps"]:
+        assert {"name", "status", "detail"} <= set(step) and step["status"] in ("pass", "fail", "skip")
+        assert isinstance(step["detail"], str) and "\n" not in step["detail"]
+    assert {"per_gpu_peak_bytes", "tokens_per_second", "loss_finite", "per_gpu_reserved_bytes",
+            "step_seconds_median", "ranks"} <= set(doc["measured"])
+    assert {"per_gpu_peak_bytes", "per_gpu_reserved_bytes", "tokens_per_second", "step_seconds"} <= set(
+        doc["predicted"])
+    assert {"per_gpu_peak_bytes", "tokens_per_second"} <= set(doc["error_pct"])
+    assert isinstance(doc["measured"]["per_gpu_peak_bytes"], int)  # sizes are integer bytes
+    assert isinstance(doc["predicted"]["step_seconds"], float)
+
+
+def test_json_when_nothing_ran_keeps_every_key(tmp_path):
+    doc = _verify(make_bundle(tmp_path), probe=machine("no_gpu")).to_json()
+    assert doc["passed"] is False
+    assert doc["measured"]["per_gpu_peak_bytes"] is None and doc["measured"]["loss_finite"] is None
+    assert doc["error_pct"] == {"per_gpu_peak_bytes": None, "tokens_per_second": None}
+    assert doc["predicted"]["per_gpu_peak_bytes"] == PREDICTED_PEAK
+
+
+def test_render_lists_every_step_with_a_symbol_and_ends_with_a_summary(tmp_path):
+    outcome = _verify(make_bundle(tmp_path), FakeRun(peaks=(26 * GIB,)))
+    lines = outcome.render().splitlines()
+    step_lines = [ln for ln in lines if ln.startswith("[")]
+    assert [ln.split("]")[0] for ln in step_lines] == [f"[{i}/9" for i in range(1, 10)]
+    assert all(any(f" {sym} " in ln for sym in SYMBOL.values()) for ln in step_lines)
+    assert " ✗ measured 26.0 GiB" in next(ln for ln in step_lines if ln.startswith("[7/9]"))
+    assert any(ln.strip().startswith("hint: ") for ln in lines)
+    assert lines[-1] == "1 of 9 checks failed. See the hints above."
+
+
+def test_cli_verify_json_exit_codes(tmp_path, capsys, monkeypatch):
+    """cmd_verify prints outcome.to_json() and exits 1 when verify did not pass (here: no GPU, nothing ran)."""
+    import advisor.verify as v
+
+    bundle = make_bundle(tmp_path)
+    real = v.verify
+    monkeypatch.setattr(v, "verify", lambda d, **kw: real(d, probe=machine("no_gpu"), runner=FakeRun(),
+                                                          progress=None, **kw))
+    assert cli_main(["verify", str(bundle), "--json"]) == ExitCode.FINDINGS
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] is False and [s["name"] for s in doc["steps"]] == STEP_ORDER
+
+
+def test_steps_below_one_is_a_usage_error(tmp_path):
+    from advisor.errors import AdvisorError
+
+    with pytest.raises(AdvisorError, match="at least 1") as info:
+        verify(make_bundle(tmp_path), steps=0, runner=FakeRun(), probe=machine(gpus=1), progress=None)
+    assert info.value.exit_code == ExitCode.USAGE
+
+
+def _planner_ready() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("advisor.planner") is None:
+        return False
+    import advisor.planner
+
+    return hasattr(advisor.planner, "generate")
+
+
+@pytest.mark.skipif(not _planner_ready(), reason="advisor.planner.generate is not built yet")
+def test_bundle_from_trl_advisor_generate(tmp_path, capsys):
+    """A bundle `trl-advisor generate` wrote (the planner's own predictions in plan.json), run by a fake whose
+    measurements sit 5 % above the predicted peak and at the predicted step time: everything passes."""
+    out = tmp_path / "b"
+    assert cli_main(["generate", "--model", "qwen2.5-0.5b", "--gpu", "H100-80GB", "--gpus", "1",
+                     "--out", str(out)]) == ExitCode.OK
+    capsys.readouterr()
+    doc = json.loads((out / "plan.json").read_text())
+    peak, step = doc["memory"]["per_gpu_peak_bytes"], doc["speed"]["step_seconds"]
+    run = FakeRun(peaks=(int(peak * 1.05),), step_seconds=(30.0, 5.0) + (step,) * 8)
+    outcome = _verify(out, run)
+    assert outcome.passed, outcome.render()
+    assert outcome.error_pct["per_gpu_peak_bytes"] == pytest.approx(5.0, abs=0.05)
+    assert outcome.error_pct["tokens_per_second"] == pytest.approx(0.0, abs=0.05)

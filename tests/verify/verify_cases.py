@@ -1,0 +1,167 @@
+"""Hand-built bundles, machines and fake runs for the verify tests.
+
+The model row is Qwen2.5-0.5B's config.json; the predictions are round made-up numbers (verify compares, it does not
+predict); the fake runner writes metrics/rank<k>.jsonl records in the shape train.py's PeakMemoryCallback writes
+(advisor/templates/train.py.j2): a start record, then per optimizer step a `step` record (step_seconds and the peaks
+so far) followed by a `log` record (the Trainer calls on_step_end before on_log), a final log with train_loss, and an
+end record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hw_probe
+from advisor.generate import render_bundle, write_bundle
+from advisor.plan import Plan
+from advisor.specs import GpuSpec, ModelSpec
+from advisor.target import Target
+from advisor.verify import RunResult
+
+GIB = 1 << 30
+ROOT = Path(__file__).resolve().parents[2]
+HARDWARE = ROOT / "tests" / "fixtures" / "hardware"
+
+MODEL = ModelSpec(
+    id="qwen2.5-0.5b", hf_id="Qwen/Qwen2.5-0.5B", model_type="qwen2", layers=24, hidden=896, intermediate=4864,
+    heads=14, kv_heads=2, head_dim=64, vocab=151936, max_positions=32768, tied_embeddings=True, qkv_bias=True,
+    source="https://huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json")
+
+H100 = GpuSpec(
+    id="H100-80GB", name="NVIDIA H100 80GB HBM3", memory_bytes=85520809984, bf16_tflops=989.5, fp16_tflops=989.5,
+    fp8_tflops=1979.0, fp32_tflops=67.0, mem_bw_gbps=3350.0, nvlink_gbps=900.0, pcie_gen=5,
+    compute_capability="9.0", source="https://www.nvidia.com/en-us/data-center/h100/")
+
+PREDICTED_PEAK = 20 * GIB
+PREDICTED_TPS = 40_000.0
+
+INSTALLED = {"torch": "2.13.0", "transformers": "5.24.0", "trl": "1.16.0", "accelerate": "1.15.0",
+             "deepspeed": "0.19.8", "peft": "0.21.2", "liger-kernel": "0.8.5", "vllm": None, "unsloth": None,
+             "flash-attn": None, "bitsandbytes": "0.50.2", "kernels": None, "datasets": "5.2.0"}
+"""The versions requirements.txt pins (rules/data/pins.toml), written out: a machine set up from the bundle."""
+
+
+def plan(**kw) -> Plan:
+    base = dict(trainer="sft", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
+                offload_device="cpu", precision="bf16", seq_len=1024, micro_batch=4, grad_accum=2, grad_ckpt=True,
+                liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=1, nodes=1,
+                gpus_per_node=1)
+    base.update(kw)
+    return Plan(**base)
+
+
+def result(p: Plan, *, peak: int = PREDICTED_PEAK, tps: float = PREDICTED_TPS) -> dict:
+    """A generate --json result (CONTRACT.md keys) with chosen predictions."""
+    breakdown = {"weights": peak // 4, "gradients": peak // 8, "optimizer": peak // 4, "activations": peak // 4,
+                 "logits": peak // 16, "other": peak - (peak // 4 * 3 + peak // 8 + peak // 16)}
+    return {
+        "request": {"model": MODEL.id},
+        "model": {"id": MODEL.id, "params": 494032768, "trainable_params": 494032768, "layers": 24, "hidden": 896,
+                  "heads": 14, "kv_heads": 2, "vocab": 151936},
+        "hardware": {"gpu": "H100-80GB", "gpus_per_node": p.gpus_per_node, "nodes": p.nodes,
+                     "gpu_memory_bytes": 85520809984},
+        "memory": {"per_gpu_peak_bytes": peak, "per_gpu_reserved_bytes": peak + GIB,
+                   "gpu_capacity_bytes": 85520809984, "fits": True, "headroom_bytes": 85520809984 - peak - GIB,
+                   "breakdown_bytes": breakdown, "host_bytes": 8 * GIB},
+        "speed": {"step_seconds": p.tokens_per_step / tps, "tokens_per_second": tps, "mfu": 0.3},
+        "findings": [],
+        "plan": {k: getattr(p, k) for k in ("backend", "zero_stage", "offload", "method", "precision", "micro_batch",
+                                             "grad_accum", "grad_ckpt", "liger", "sp_size", "cp_size", "vllm_mode",
+                                             "num_processes", "nodes")},
+        "alternatives": [],
+    }
+
+
+def make_bundle(tmp_path: Path, p: Plan | None = None, *, name: str = "bundle", **result_kw) -> Path:
+    p = p or plan()
+    out = tmp_path / name
+    target = Target(gpu=H100, gpus_per_node=p.gpus_per_node, nodes=p.nodes, intra_node_link="nvlink")
+    files = render_bundle(p, MODEL, target, result(p, **result_kw))
+    write_bundle(files, str(out), force=False)
+    return out
+
+
+def machine(fixture: str = "h100_sxm_x8_nvlink", *, gpus: int | None = None, software: dict | None = None):
+    """A probe report from tests/fixtures/hardware, cut to `gpus` GPUs, with `software` (default INSTALLED)."""
+    report = hw_probe.load_report(HARDWARE / f"{fixture}.json")
+    data = report.model_dump(by_alias=True)
+    if gpus is not None:
+        data["gpus"] = data["gpus"][:gpus]
+        data["links"] = [x for x in data["links"] if x["a"] < gpus and x["b"] < gpus]
+    data["software"] = dict(INSTALLED if software is None else software)
+    report = hw_probe.HardwareReport.model_validate(data)
+    return lambda: report
+
+
+@dataclass
+class FakeRun:
+    """Stands in for `bash launch.sh ...`: writes the metrics train.py would write, and a log."""
+
+    peaks: tuple[int, ...] = (int(19.5 * GIB),)
+    """Peak allocated bytes per rank (one entry per rank)."""
+    step_seconds: tuple[float, ...] = (4.0, 0.9, 0.21, 0.20, 0.19, 0.20, 0.22, 0.20, 0.20, 0.20)
+    losses: tuple[float, ...] | None = None
+    returncode: int = 0
+    timed_out: bool = False
+    log: str = "train.py: step 1\n"
+    device: str = "cuda:0"
+    write_metrics: bool = True
+    calls: list = field(default_factory=list)
+
+    def __call__(self, command, *, cwd, log_path, timeout_seconds):
+        self.calls.append({"command": list(command), "cwd": Path(cwd), "timeout_seconds": timeout_seconds})
+        Path(log_path).write_text(self.log, encoding="utf-8")
+        if self.write_metrics:
+            self._metrics(Path(cwd) / "metrics")
+        return RunResult(returncode=self.returncode, timed_out=self.timed_out, seconds=42.0)
+
+    def _metrics(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        losses = self.losses if self.losses is not None else tuple(12.1 - 0.01 * i for i in range(len(self.step_seconds)))
+        world = len(self.peaks)
+        for rank, peak in enumerate(self.peaks):
+            mem0 = {"peak_allocated_bytes": peak // 10, "peak_reserved_bytes": peak // 10 + GIB,
+                    "host_peak_rss_bytes": 3 * GIB}
+            records = [{"event": "start", "rank": rank, "world_size": world, "device": self.device,
+                        "micro_batch": 4, "grad_accum": 2, "seq_len": 1024, **mem0}]
+            for i, seconds in enumerate(self.step_seconds, 1):
+                # the peak is reached at the first optimizer step (Adam states) and stays
+                mem = {"peak_allocated_bytes": peak, "peak_reserved_bytes": peak + GIB,
+                       "host_peak_rss_bytes": 3 * GIB}
+                records.append({"event": "step", "step": i, "step_seconds": seconds, **mem})
+                records.append({"event": "log", "step": i, "loss": losses[i - 1], "grad_norm": 2.5,
+                                "learning_rate": 2e-5, "num_tokens": 8192.0 * i, "epoch": i / len(self.step_seconds)})
+            records.append({"event": "log", "step": len(self.step_seconds), "train_runtime": 12.0,
+                            "train_loss": sum(losses) / len(losses), "epoch": 1.0})
+            records.append({"event": "end", "step": len(self.step_seconds), "peak_allocated_bytes": peak,
+                            "peak_reserved_bytes": peak + GIB, "host_peak_rss_bytes": 3 * GIB})
+            # json.dumps as train.py writes it (NaN stays NaN, as Python's json writes it)
+            (folder / f"rank{rank}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records),
+                                                      encoding="utf-8")
+
+
+TRACEBACK_LOG = """\
+[2026-11-29 16:43:46] [INFO] [real_accelerator.py:260:get_accelerator] Setting ds_accelerator to cuda
+Using /root/.cache/torch_extensions/py312_cu130 as PyTorch extensions root...
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/b/train.py", line 612, in <module>
+[rank0]:     main()
+[rank0]:   File "/site/deepspeed/ops/op_builder/builder.py", line 710, in <genexpr>
+[rank0]:     ccs = sorted(ccs, key=lambda cc: tuple(int(part.split('+')[0]) for part in cc.split('.')))
+[rank0]: ValueError: invalid literal for int() with base 10: '0a'
+Traceback (most recent call last):
+  File "/venv/bin/accelerate", line 10, in <module>
+    sys.exit(main())
+  File "/site/accelerate/commands/launch.py", line 1190, in simple_launcher
+    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)
+subprocess.CalledProcessError: Command '['/venv/bin/python', 'train.py', '--max-steps', '10']' returned non-zero exit status 1.
+"""
+
+OOM_LOG = """\
+Traceback (most recent call last):
+  File "/b/train.py", line 612, in <module>
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB
+subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 1.
+"""
