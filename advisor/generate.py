@@ -314,8 +314,13 @@ def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | No
     # The trainer takes the first GPUs, vLLM the last: disjoint by construction (TRL requires separate GPUs).
     train_ids = ",".join(str(i) for i in range(train))
     vllm_ids = ",".join(str(i) for i in range(train, plan.gpus_per_node))
-    # Tensor parallelism only as far as needed: the bf16 weights should take at most half of a GPU, the rest is KV
-    # cache. Replicas (data parallel) scale generation better than TP for a model that fits (vLLM docs).
+    if not model.is_moe:
+        # Dense models: vLLM >= 0.14 rejects --data-parallel-size > 1 (rule VLLM007, TRL's vLLM guide), so every
+        # server GPU joins one tensor-parallel group; TP must divide the attention heads.
+        tp = max(d for d in range(1, plan.vllm_gpus + 1) if plan.vllm_gpus % d == 0 and model.heads % d == 0)
+        return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp, data_parallel=1)
+    # MoE models: tensor parallelism only as far as needed (the bf16 weights should take at most half of a GPU, the
+    # rest is KV cache); replicas (data parallel, with expert parallelism) scale generation better (vLLM docs).
     weights = 2 * model.params
     tp = 1
     while (tp < plan.vllm_gpus and weights / tp > 0.5 * target.gpu_memory_bytes and plan.vllm_gpus % (2 * tp) == 0

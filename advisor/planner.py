@@ -87,7 +87,7 @@ def _global_batch(req: Request) -> int | None:
     return DEFAULT_GLOBAL_BATCH
 
 
-def _vllm_options(req: Request, target: Target) -> list[tuple[str, int]]:
+def _vllm_options(req: Request, model: ModelSpec, target: Target) -> list[tuple[str, int]]:
     if req.trainer not in R.GENERATING_TRAINERS:
         return [("none", 0)]
     modes = [req.vllm] if req.vllm else ["none", "colocate", "server"]
@@ -96,6 +96,8 @@ def _vllm_options(req: Request, target: Target) -> list[tuple[str, int]]:
         if mode == "server":
             counts = [req.vllm_gpus] if req.vllm_gpus else sorted({1, max(1, target.gpus_per_node // 4),
                                                                   max(1, target.gpus_per_node // 2)})
+            # A dense model's server is one tensor-parallel group (rule VLLM007), which must divide the heads.
+            counts = [n for n in counts if req.vllm_gpus or model.is_moe or model.heads % n == 0]
             out += [("server", n) for n in counts if n < target.gpus_per_node or req.vllm_gpus]
         else:
             out.append((mode, 0))
@@ -155,7 +157,7 @@ def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
                                                         else [False])
     lora_r = req.lora_r or DEFAULT_LORA_R
     out: list[Plan] = []
-    for (vmode, vgpus), method in itertools.product(_vllm_options(req, target), _methods(req)):
+    for (vmode, vgpus), method in itertools.product(_vllm_options(req, model, target), _methods(req)):
         world = target.world_size - (vgpus * target.nodes if vmode == "server" else 0)
         if world < 1:
             continue

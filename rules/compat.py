@@ -184,18 +184,7 @@ def unsloth_needs_own_environment(ctx: Context) -> Result:
 
 
 def _unsloth_conflicts(ctx: Context) -> list[tuple[str, str, str]]:
-    out = []
-    for package, spec in unsloth_requires().items():
-        have = ctx.version(package)
-        if have is None:
-            continue
-        try:
-            inside = vercmp.satisfies(have, spec)
-        except vercmp.VersionError:
-            continue
-        if not inside:
-            out.append((package, have, spec))
-    return out
+    return vercmp.violations(ctx.version, unsloth_requires())
 
 
 @rule(id="CMP005", name="liger-overlaps-unsloth", severity="warning", auto_fix=True,

@@ -158,16 +158,8 @@ class Rule:
 
     def applies(self, versions: Mapping[str, str]) -> tuple[bool, str]:
         """Whether the known versions fall inside `applies_to`; an unknown version never excludes the rule."""
-        for package, spec in self.applies_to:
-            have = versions.get(package)
-            if have is None:
-                continue
-            try:
-                inside = vercmp.satisfies(have, spec)
-            except vercmp.VersionError:
-                continue
-            if not inside:
-                return False, f"applies to {package}{spec}; the configuration has {package} {have}"
+        for package, have, spec in vercmp.violations(versions.get, self.applies_to)[:1]:
+            return False, f"applies to {package}{spec}; the configuration has {package} {have}"
         return True, ""
 
 

@@ -96,3 +96,22 @@ def _clause(version: str, clause: str) -> bool:
     if len(parts) < 2:
         raise VersionError(f"~= needs at least two release numbers: {clause!r}")
     return c >= 0 and _clause(version, "==" + ".".join(parts[:-1]) + ".*")
+
+
+def violations(version_of, specs) -> list[tuple[str, str, str]]:
+    """(package, installed, specifier) for every known version outside its specifier; unknown or unparsable
+    versions never count (a rule must not fail on what it cannot read). `specs` is a mapping or (package, spec)
+    pairs; `version_of(package)` returns the version or None."""
+    pairs = specs.items() if hasattr(specs, "items") else specs
+    out = []
+    for package, spec in pairs:
+        have = version_of(package)
+        if have is None:
+            continue
+        try:
+            inside = satisfies(have, spec)
+        except VersionError:
+            continue
+        if not inside:
+            out.append((package, have, spec))
+    return out

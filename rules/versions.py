@@ -100,16 +100,7 @@ def unsloth_installed_pins(ctx: Context) -> Result:
     have = ctx.version("unsloth")
     if have is None:
         return na("Unsloth not installed")
-    bad = []
-    for package, spec in unsloth_requires().items():
-        v = ctx.version(package)
-        if v is None:
-            continue
-        try:
-            if not vercmp.satisfies(v, spec):
-                bad.append(f"{package} {v} (needs {spec})")
-        except vercmp.VersionError:
-            continue
+    bad = [f"{package} {v} (needs {spec})" for package, v, spec in vercmp.violations(ctx.version, unsloth_requires())]
     if not bad:
         return ok(f"unsloth {have} with compatible dependencies")
     return fail(f"unsloth {have} is installed with {', '.join(bad)}", "give Unsloth its own environment (trl<=1.15.0, "

@@ -58,3 +58,24 @@ def test_reference_is_consistent(name):
         pytest.skip(f"{reference} not generated yet ({REGEN})")
     files = {n: c.decode("utf-8") for n, c in _read_tree(reference).items()}
     assert check_bundle_files(files) == []
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_SCENARIOS))
+def test_reference_passes_the_rule_engine(name):
+    import rules
+
+    report = rules.check_bundle(str(REPO / REFERENCE_DIR / name))
+    assert report.ok, [f.to_dict() for f in report.errors]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_SCENARIOS))
+def test_reference_loads_in_accelerate_and_deepspeed(name):
+    import json
+
+    config_args = pytest.importorskip("accelerate.commands.config.config_args", reason="needs the [train] extra")
+    folder = REPO / REFERENCE_DIR / name
+    config_args.load_config_from_file(str(folder / "accelerate.yaml"))
+    ds_file = folder / "ds_config.json"
+    if ds_file.exists():
+        zero = pytest.importorskip("deepspeed.runtime.zero.config", reason="needs the [train] extra")
+        zero.DeepSpeedZeroConfig(**json.loads(ds_file.read_text())["zero_optimization"])

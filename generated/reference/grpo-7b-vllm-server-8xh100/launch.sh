@@ -44,10 +44,10 @@ if [[ "$MACHINE_RANK" == 0 ]]; then
   esac
   mkdir -p logs
   # `trl vllm-serve` is deprecated in TRL 1.16: it execs this same vLLM command (trl/scripts/vllm_serve.py).
-  # tensor-parallel 1 x data-parallel 2: replicas where the weights fit, TP only as far as needed.
+  # tensor-parallel 2, data-parallel 1: vLLM >= 0.14 rejects data parallelism for a dense model (rule VLLM007).
   CUDA_VISIBLE_DEVICES="$VLLM_GPUS" VLLM_SERVER_DEV_MODE=1 vllm serve "$VLLM_MODEL" \
     --host "$VLLM_HOST" --port "$VLLM_PORT" \
-    --tensor-parallel-size 1 --data-parallel-size 2 \
+    --tensor-parallel-size 2 --data-parallel-size 1 \
     --gpu-memory-utilization 0.9 --max-model-len 1024 \
     --dtype bfloat16 --kv-cache-dtype auto --model-impl vllm --uvicorn-log-level info \
     --weight-transfer-config '{"backend": "nccl"}' \
