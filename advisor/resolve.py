@@ -137,6 +137,10 @@ def default_backend(req: Request, world: int) -> str:
         return req.backend
     if req.zero is not None or (req.offload not in (None, "none")):
         return "deepspeed"
+    if (req.sp_size or 1) > 1:
+        return "deepspeed"  # Ulysses SP is DeepSpeed's (accelerate sp_backend "deepspeed"; rule SP002)
+    if (req.cp_size or 1) > 1:
+        return "fsdp2"  # ring-attention CP needs FSDP2 (accelerate cp_backend "torch")
     return "single" if world == 1 else "ddp"
 
 
@@ -153,7 +157,9 @@ def default_plan(req: Request, model: ModelSpec, target: Target) -> Plan:
         raise AdvisorError(f"--vllm-gpus {vllm_gpus} leaves no GPU to train on ({target.gpus_per_node} per node)",
                            hint="give vLLM fewer GPUs, or add GPUs with --gpus")
     backend = default_backend(req, world)
-    zero = req.zero if req.zero is not None else (2 if backend == "deepspeed" else 0)
+    # ZeRO-3 for Ulysses as in accelerate's ALST example config; ZeRO-2 otherwise (shards grads and optimizer)
+    zero = req.zero if req.zero is not None else ((3 if (req.sp_size or 1) > 1 else 2) if backend == "deepspeed"
+                                                  else 0)
     method = req.method or "full"
     precision = req.precision or ("bf16" if target.gpu.has_bf16 else "fp16-mixed")
     seq_len = req.seq_len or DEFAULT_SEQ_LEN

@@ -186,3 +186,27 @@ def test_cli_generate_json_and_no_feasible_exit_code(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: ") and "hint: " in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_random_generated_bundles_pass_the_rule_engine(tmp_path):
+    """The generator and the rules must agree: `check --bundle` finds no error in what `generate` writes."""
+    import rules
+
+    rng = random.Random(7)
+    checked = 0
+    for i in range(80):
+        req = _random_request(rng)
+        try:
+            decision, result = decide(req)
+        except AdvisorError:
+            continue
+        out = tmp_path / f"b{i}"
+        result["out"] = str(out)
+        files = render_bundle(decision.chosen.plan, decision.model, decision.target, result, req)
+        from advisor.generate import write_bundle
+
+        write_bundle(files, str(out), force=False)
+        report = rules.check_bundle(str(out))
+        assert report.ok, (req, [f.to_dict() for f in report.errors])
+        checked += 1
+    assert checked >= 50
