@@ -23,6 +23,7 @@ from advisor.resolve import (
     DEFAULT_NUM_GENERATIONS,
     DEFAULT_SEQ_LEN,
     DEFAULT_VLLM_MEM_FRACTION,
+    check_against_target,
     check_request,
     resolve_model,
     resolve_target,
@@ -516,6 +517,7 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     check_request(req)
     model = resolve_model(req)
     target = resolve_target(req, probe=probe)
+    check_against_target(req, target)
     decision = search(req, model, target)
     decision.notes = list(target.notes)
     if decision.chosen is None:

@@ -132,6 +132,15 @@ def check_request(req: Request) -> None:
                            hint=f"for example --seq-len {req.max_completion_len * 2}")
 
 
+def check_against_target(req: Request, target: Target) -> None:
+    """Values that contradict the hardware whatever the plan: one-line errors with the fix."""
+    if req.vllm_gpus and req.vllm in (None, "server") and req.vllm_gpus >= target.gpus_per_node:
+        hint = (f"give vLLM fewer GPUs (at most {target.gpus_per_node - 1}), or add GPUs with --gpus"
+                if target.gpus_per_node > 1 else "server mode needs 2 GPUs or more: add --gpus, or use --vllm colocate")
+        raise AdvisorError(f"--vllm-gpus {req.vllm_gpus} leaves no GPU to train on ({target.gpus_per_node} per node)",
+                           hint=hint)
+
+
 def default_backend(req: Request, world: int) -> str:
     if req.backend:
         return req.backend

@@ -210,3 +210,9 @@ def test_random_generated_bundles_pass_the_rule_engine(tmp_path):
         assert report.ok, (req, [f.to_dict() for f in report.errors])
         checked += 1
     assert checked >= 50
+
+
+def test_vllm_gpus_that_leave_nothing_to_train_on_is_a_usage_error():
+    with pytest.raises(AdvisorError) as err:
+        _decide(model="7B", trainer="grpo", gpu="H100-80GB", gpus=2, vllm="server", vllm_gpus=2)
+    assert err.value.exit_code == 2 and "at most 1" in err.value.hint
