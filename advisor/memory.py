@@ -59,6 +59,9 @@ use the fused LM head in 1.16."""
 KERNEL_GRAIN = 2 * MIB
 """PyTorch's caching allocator rounds large blocks to 2 MiB (c10/cuda/CUDACachingAllocator.cpp kRoundLarge)."""
 
+DS_SUB_GROUP_SIZE = 1_000_000_000
+"""DeepSpeed zero_optimization.sub_group_size default (runtime/zero/config.py): partition elements per ZeRO-3 optimizer
+sub-group; the bundles leave it unset."""
 DS_PREFETCH_FACTOR = 0.9
 """transformers integrations/deepspeed.py fills stage3_prefetch_bucket_size "auto" with int(0.9 * hidden^2)."""
 DS_PERSISTENCE_FACTOR = 10
@@ -120,6 +123,12 @@ NCCL_BUFFER_BYTES = 512 * MIB
 SAFETY_MARGIN_FRACTION = 0.03
 """Part of the usable memory kept free for what no model sees (allocator spikes, a larger-than-average batch). A
 policy more than a fit: `fits` means reserved <= capacity - margin."""
+FSDP2_UNEXPLAINED_MARGIN_FRACTION = 0.17
+"""Extra headroom an FSDP2 plan keeps, as a fraction of GPU memory, on top of SAFETY_MARGIN_FRACTION. A policy, not a
+fit: the one FSDP2 run measured, DPO Llama-3.1-8B full on 2 x H200 (bench/results/verify-h200-2026-11-29.jsonl),
+peaked at 133.3 GiB against 110.1 GiB estimated; its setup (24 GiB) and AdamW states (30 GiB) were as estimated, the
+other 23 GiB (17 % of the GPU) appear in the forward and backward and no term explains them yet. Remove this when
+one does (rule MEM006 tells users)."""
 HOST_PROCESS_BYTES = 4 * GIB
 """Host RAM one training process uses besides model tensors: Python, torch + CUDA libraries, tokenizer, dataloader."""
 
@@ -251,9 +260,16 @@ class Precision:
       persistent params) and casts QLoRA adapters to bf16 (sft_trainer.py "QLoRA ... converted to bf16"); and the
       DeepSpeed engine casts every floating parameter to the 16-bit dtype anyway (engine.py
       _configure_distributed_model -> _cast_module_mixed_precision), so adapters are 16-bit under any ZeRO stage.
+    trained: full fine-tuning's trainable parameters as the optimizer holds them: the load dtype, except under FSDP2
+      with mixed precision (the bundle's accelerate.yaml and TRL's bf16=True both say "bf16"), where accelerate 1.15
+      upcasts every trainable parameter to fp32 before fully_shard (accelerate/utils/fsdp_utils.py
+      fsdp2_prepare_model: "FSDP upcast of low precision parameters to fp32"): fp32 master weights, grads and AdamW
+      states, sharded. Found on 2 x H200 (2026-11-29): a DPO 8B FSDP2 plan predicted at 116.5 GiB without it ran out
+      of memory at 137 GiB.
     """
 
-    __slots__ = ("load", "work", "master", "act", "res", "adapter", "compute", "autocast", "fp32_weights_amp")
+    __slots__ = ("load", "work", "master", "act", "res", "adapter", "compute", "autocast", "fp32_weights_amp",
+                 "trained")
 
     def __init__(self, plan: Plan) -> None:
         p = plan.precision
@@ -273,6 +289,7 @@ class Precision:
         self.autocast = not fp32 and not ds and not fsdp
         self.fp32_weights_amp = mixed and self.autocast
         self.res = FP32 if (fp32 or self.fp32_weights_amp) else HALF
+        self.trained = FP32 if fsdp else self.load
         if plan.method == "qlora":
             self.adapter = HALF
         elif ds:
@@ -328,7 +345,7 @@ def weight_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
         total = base + trained
         return total // n if plan.zero_stage == 3 else total
     base = frozen_base_bytes(d, plan, pr.load) if adapter else 0
-    trained = ptr * (pr.adapter if adapter else pr.load)
+    trained = ptr * (pr.adapter if adapter else pr.trained)
     if plan.backend == "fsdp2":
         return 0 if plan.offload != "none" else (base + trained) // n
     return base + trained
@@ -347,8 +364,9 @@ def gradient_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int, int]:
       grads + 4 32-bit params + 8 optimizer"):
       ZeRO-0 (BF16_Optimizer): 16-bit grads + an fp32 accumulation buffer for every param, kept.
       ZeRO-1: 16-bit grads of every param during the backward, reduced at the boundary; fp32 partition at the step.
-      ZeRO-2: a 16-bit partition buffer (grads_in_partition), kept; fp32 partition at the step.
-      ZeRO-3: an fp32 partition buffer (grad_partitions_flat_buffer, gradient_accumulation_dtype fp32), kept.
+      ZeRO-2: a 16-bit partition buffer (grads_in_partition), kept; a flat 16-bit copy and the fp32 partition at the
+        step.
+      ZeRO-3: a partition buffer (grad_partitions_flat_buffer) in the grad-accumulation dtype (the model's), kept.
       Optimizer offload keeps the partitions in pinned host memory (stage_1_and_2.py cpu_offload, stage3.py 795).
     """
     n = shard_count(plan)
@@ -362,18 +380,34 @@ def gradient_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int, int]:
         if s == 0:
             g = ptr * (work + fp32_extra)
             return g, g, 0
+        # ZeRO-1/2 step (stage_1_and_2.py step(): flat_grad_partition = flatten(averaged_gradients), then
+        # .to(fp32)): a flat 16-bit copy of the grad partition and its fp32 conversion are alive together. Measured on
+        # the H200 (2026-11-29): ZeRO-2 3B peaks at 63.3 GiB, 5.75 GiB (2 B/param) above the fp32 copy alone.
+        step_copy = work + fp32_extra
         if s == 1:
-            step = 0 if off else ptr * fp32_extra // n
+            step = 0 if off else ptr * step_copy // n
             return ptr * work + step, 0, step
         if s == 2:
             if off:
                 return 0, 0, 0
             part = ptr * work // n
-            step = ptr * fp32_extra // n
+            step = ptr * step_copy // n
             return part + step, part, step
-        part = 0 if off else ptr * FP32 // n
+        # ZeRO-3 step, per optimizer sub-group (stage3.py _prepare_fp32_grad_for_sub_group: flatten(averaged_gradients)
+        # .to(fp32)): a flat 16-bit copy and its fp32 conversion of at most sub_group_size (1e9) partition elements.
+        # Measured: ZeRO-3 0.5B and 1.5B peak in the step, at 10.2 and 28.7 GiB, 6 B/element of one sub-group above
+        # the states.
+        if s == 3 and not off:
+            step = min(ptr // n, DS_SUB_GROUP_SIZE) * step_copy
+            part = ptr * work // n
+            return part + step, part, step
+        # ZeRO-3: grad_partitions_flat_buffer in gradient_accumulation_dtype, which the engine takes from
+        # data_types.grad_accum_dtype and, unset (as in the bundles), from the model dtype (engine.py
+        # get_data_types): 16-bit under bf16. Measured: ZeRO-3 holds 8 B/param after setup (16-bit params, fp32
+        # master, 16-bit grad partition), not 10.
+        part = 0 if off else ptr * work // n
         return part, part, 0
-    gb = pr.adapter if adapter else pr.load
+    gb = pr.adapter if adapter else pr.trained
     g = ptr * gb
     if plan.backend == "fsdp2":
         g = 0 if plan.offload != "none" else g // n
@@ -397,7 +431,7 @@ def optimizer_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
             return 0
         per = pr.master + 2 * FP32
         return ptr * per // (n if plan.zero_stage >= 1 else 1)
-    sb = pr.adapter if adapter else pr.load
+    sb = pr.adapter if adapter else pr.trained
     o = ptr * 2 * sb
     if plan.backend == "fsdp2":
         return 0 if plan.offload != "none" else o // n
@@ -413,7 +447,7 @@ def optimizer_step_transient(d: Dims, plan: Plan, pr: Precision) -> int:
     if plan.backend == "deepspeed" or OPTIMIZER_IMPL == "fused":
         return 0
     adapter = plan.method in ("lora", "qlora")
-    sb = pr.adapter if adapter else pr.load
+    sb = pr.adapter if adapter else pr.trained
     n = shard_count(plan) if plan.backend == "fsdp2" else 1
     return trainable_params(d, plan) * sb // n
 
@@ -679,6 +713,18 @@ def zero_bucket_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     return 2 * bucket if plan.zero_stage == 3 else bucket
 
 
+def fsdp_accumulated_grad_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """FSDP2 with gradient accumulation: accelerate 1.15's Accelerator.no_sync calls
+    model.set_requires_gradient_sync(False) on the micro-batches that do not step, and torch's FSDP2 then keeps each
+    parameter's UNSHARDED gradient, in the compute dtype (reduce_dtype == param_dtype bf16 is clamped to None,
+    _fsdp_param.py init_dtype_attrs / to_accumulated_grad_if_needed), until the micro-batch that syncs reduce-scatters
+    it. So a whole unsharded copy of the trainable gradients is held through the accumulation, whatever the number of
+    ranks, instead of the 1/N sharded gradients (zeroed after each step)."""
+    if plan.backend != "fsdp2" or plan.grad_accum <= 1:
+        return 0
+    return trainable_params(d, plan) * pr.compute
+
+
 def zero3_live_param_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """ZeRO-3 parameters gathered while a module runs: DeepSpeed's estimate_zero3 adds 4 x largest_layer (16-bit params
     plus 16-bit grads of the largest module); the prefetch bucket ("auto": 0.9 hidden^2 elements) and the params under
@@ -686,7 +732,12 @@ def zero3_live_param_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     base) has no grad."""
     if plan.backend != "deepspeed" or plan.zero_stage != 3:
         return 0
-    lmax = d.largest_module * pr.work * (2 if plan.method == "full" else 1)
+    # When the largest module is the embedding / LM head, its gradient is the head's, which the logits transient
+    # already counts (the head's backward is when it exists next to the gathered weight). Measured: ZeRO-3 +
+    # optimizer offload, Qwen2.5-1.5B and 3B (tied 151936 x hidden embeddings), were over-predicted by exactly that
+    # gradient (0.4 and 0.6 GiB) when it was counted twice.
+    head_is_largest = d.largest_module == d.embed
+    lmax = d.largest_module * pr.work * (2 if plan.method == "full" and not head_is_largest else 1)
     prefetch = int(DS_PREFETCH_FACTOR * d.h * d.h) * pr.work
     return lmax + prefetch + d.persistent_small * pr.work
 
@@ -895,7 +946,7 @@ def host_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
             pinned = procs * (ptr * (FP32 + FP32) // parts + params16)
     elif plan.backend == "fsdp2" and plan.offload != "none":
         adapter = plan.method != "full"
-        sb = pr.adapter if adapter else pr.load
+        sb = pr.adapter if adapter else pr.trained
         w = (frozen_base_bytes(d, plan, pr.load) if adapter else 0) + ptr * sb
         steady = procs * (w + ptr * sb + 2 * ptr * sb) // n
         pinned = procs * (w + ptr * sb) // n
@@ -936,7 +987,7 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
     # Gradients held during the forward/backward: from earlier micro-batches when accumulating, DeepSpeed's
     # partition buffers always; with one micro-batch per step the Trainer's zero_grad(set_to_none=True) freed them.
     accumulating = plan.grad_accum > 1 or g_keep > 0
-    held = max(g_full - g_step if accumulating else 0, g_keep)
+    held = max(g_full - g_step if accumulating else 0, g_keep, fsdp_accumulated_grad_bytes(d, plan, pr))
     # the head's gradient is already among the held ones when accumulating
     fresh_head = 0 if accumulating else head_grad
 
@@ -1000,7 +1051,8 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
     persistent = W + g_keep + opt + base_other
     reserved = reserved_bytes(peak, persistent)
     cap = capacity_bytes(plan, target)
-    margin = int(SAFETY_MARGIN_FRACTION * target.gpu_memory_bytes)
+    margin_fraction = SAFETY_MARGIN_FRACTION + (FSDP2_UNEXPLAINED_MARGIN_FRACTION if plan.backend == "fsdp2" else 0)
+    margin = int(margin_fraction * target.gpu_memory_bytes)
     headroom = cap - margin - reserved
     host, pinned = host_bytes(d, plan, pr)
     return MemoryEstimate(

@@ -361,7 +361,7 @@ def optimizer_step_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision)
         local = ptr / (n if plan.zero_stage >= 1 else 1)
         nbytes = local * 40.0
     else:
-        w = pr.adapter if adapter else pr.load
+        w = pr.adapter if adapter else pr.trained
         local = ptr / (n if plan.backend == "fsdp2" else 1)
         nbytes = local * (2 * w + w + 4 * w + w)
     return nbytes / mem_bw(target)

@@ -27,7 +27,7 @@ from typing import Any
 from bench import matrix as M
 from bench import runner as R
 from bench.models import arch_dict, complete_arch, resolve, spec_source
-from bench.worker import ckpt_keys, clear_build_locks, ds_ops_needed
+from bench.worker import ckpt_keys, clear_build_locks, ds_ops_needed, visible_gpu_index
 
 GIB = 1 << 30
 DISTRIBUTIONS = ("torch", "transformers", "trl", "accelerate", "deepspeed", "peft", "liger-kernel", "bitsandbytes",
@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", help="JSONL file the records are appended to (created if missing)")
     p.add_argument("--only", help="comma-separated row names")
     p.add_argument("--split", choices=("fit", "holdout", "all"), default="all")
+    p.add_argument("--backend", choices=("single", "deepspeed", "all"), default="all",
+                   help="only the rows of this backend (two harnesses, one per GPU, then share no DeepSpeed op build)")
     p.add_argument("--budget-seconds", type=float, default=None,
                    help="start no row whose estimate would end past this many seconds after start")
     p.add_argument("--steps", type=int, default=3, help="measured optimizer steps per row (GRPO: at most 2)")
@@ -92,6 +94,8 @@ def load_rows(a: argparse.Namespace) -> list[dict]:
         rows = M.build_matrix(warmup=a.warmup, steps=a.steps)
     only = [n.strip() for n in a.only.split(",") if n.strip()] if a.only else None
     rows = M.select(rows, only=only, split=a.split)
+    if a.backend != "all":
+        rows = [r for r in rows if r["backend"] == a.backend]
     return M.order_rows(rows, a.order) if not a.rows_file else rows
 
 
@@ -134,8 +138,9 @@ def gpu_query() -> dict[str, Any]:
     lines = [ln for ln in out.strip().splitlines() if ln.strip()]
     if not lines:
         return {}
-    parts = [x.strip() for x in lines[0].split(",")]
-    info: dict[str, Any] = {"gpu_count": len(lines)}
+    index = min(visible_gpu_index(), len(lines) - 1)
+    parts = [x.strip() for x in lines[index].split(",")]
+    info: dict[str, Any] = {"gpu_count": len(lines), "nvml_index": index}
     with contextlib.suppress(IndexError, ValueError):
         info.update(name=parts[0], driver=parts[1], memory_total_bytes=int(float(parts[2])) << 20,
                     memory_used_bytes=int(float(parts[3])) << 20, compute_cap=parts[4])
@@ -143,12 +148,12 @@ def gpu_query() -> dict[str, Any]:
 
 
 def gpu_used_bytes() -> int | None:
-    """Used memory of GPU 0. Through NVML when DeepSpeed's import already initialised it in this process (no new
+    """Used memory of the GPU the rows run on. Through NVML when DeepSpeed's import already initialised it in this process (no new
     state to hand to the children, and milliseconds instead of an nvidia-smi run), else through nvidia-smi."""
     nvml = sys.modules.get("pynvml")
     if nvml is not None:
         with contextlib.suppress(Exception):
-            return int(nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0)).used)
+            return int(nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(visible_gpu_index())).used)
     return gpu_query().get("memory_used_bytes")
 
 

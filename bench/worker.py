@@ -230,12 +230,20 @@ class Recorder:
 # The child (imports the training stack inside functions).
 # ---------------------------------------------------------------------------------------------------------------
 
+def visible_gpu_index(environ=None) -> int:
+    """NVML index of the GPU a row runs on: the first entry of CUDA_VISIBLE_DEVICES when it is a plain index (a
+    harness pinned to one GPU of a larger machine, with CUDA_DEVICE_ORDER=PCI_BUS_ID so both orders agree), else 0."""
+    spec = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "")
+    first = spec.split(",")[0].strip()
+    return int(first) if first.isdigit() else 0
+
+
 def _nvml_handle():
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(visible_gpu_index())
     except Exception:  # no NVML: the NVML fields stay null
         return None, None
 

@@ -301,4 +301,45 @@ def vllm_colocate_fraction(ctx: Context) -> Result:
                 {"vllm_mode": "server", "vllm_gpus": 1, "vllm_mem_fraction": 0.0})
 
 
-RULES = (fits_per_gpu, low_headroom, offload_host_ram, pinned_memory_locked_limit, vllm_colocate_fraction)
+@rule(id="MEM006", name="fsdp2-fp32-master-weights", severity="info",
+      reads=("plan.backend", "plan.method", "plan.precision", "plan.num_processes", "model.params"))
+def fsdp2_fp32_master_weights(ctx: Context) -> Result:
+    """FSDP2 with mixed precision trains fp32 master weights: 16 bytes per parameter, sharded, and extra headroom.
+
+    ## Why
+    accelerate 1.15 upcasts every trainable parameter to fp32 before `fully_shard` whenever mixed precision is on
+    (`fsdp2_prepare_model`: "FSDP upcast of low precision parameters to fp32"), which TRL's `bf16=True` default
+    turns on. Weights, gradients and AdamW states are then fp32: 16 bytes per trained parameter over the ranks,
+    twice what a bf16 model trained without FSDP holds. On 2 x H200 a DPO Llama-3.1-8B FSDP2 plan estimated without
+    this ran out of memory. With it, the one FSDP2 run measured still peaked 17 % of the GPU above the estimate
+    (133 GiB against 110 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more
+    headroom (advisor.memory.FSDP2_UNEXPLAINED_MARGIN_FRACTION).
+
+    ## Fix
+    Nothing to change: the estimate counts it. For smaller states, train LoRA (adapters only), or compare the
+    DeepSpeed ZeRO-3 plan the planner lists among the alternatives.
+
+    ## Example
+    Full fine-tuning of an 8B model with FSDP2 on 2 GPUs: 8.03e9 x 16 B / 2 = 60 GiB of model states per GPU.
+
+    ## References
+    - https://github.com/huggingface/accelerate/blob/v1.15.0/src/accelerate/utils/fsdp_utils.py
+    - https://docs.pytorch.org/docs/stable/distributed.fsdp.fully_shard.html
+    """
+    p = ctx.plan
+    if p.backend != "fsdp2":
+        return na("not FSDP2")
+    if p.method != "full":
+        return na("LoRA adapters are fp32 already; the frozen base keeps its dtype")
+    if p.precision == "fp32":
+        return ok("fp32 training: the parameters are fp32 already, nothing is upcast")
+    n = max(1, p.num_processes)
+    states = ctx.model.params * 16 // n
+    return fail(f"FSDP2 mixed precision upcasts the {ctx.model.params / 1e9:.2f}B trained parameters to fp32: "
+                f"weights, gradients and AdamW states take 16 B/param, {gib(states)} per GPU over {n} rank(s); "
+                "the estimate counts it and keeps extra headroom for FSDP2",
+                "none needed; LoRA or the ZeRO-3 alternative hold less")
+
+
+RULES = (fits_per_gpu, low_headroom, offload_host_ram, pinned_memory_locked_limit, vllm_colocate_fraction,
+         fsdp2_fp32_master_weights)

@@ -26,7 +26,7 @@ def test_list_prints_every_row_without_heavy_imports():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "HEAVY []" in lines
-    assert any(line.startswith("57 rows, 15 holdout") for line in lines)
+    assert any(line.startswith("61 rows, 16 holdout") for line in lines)
 
 
 def test_unknown_row_name_is_a_usage_error(tmp_path):

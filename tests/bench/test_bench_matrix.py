@@ -97,7 +97,7 @@ def test_rows_near_the_limit_and_expected_ooms(rows):
     near = [r for r in rows if r["expect"] == "near"]
     assert len(near) >= 4
     for r in near:
-        assert 0.70 * CAPACITY_GIB <= r["est_peak_gib"] <= 0.95 * CAPACITY_GIB, r["name"]
+        assert 0.70 * CAPACITY_GIB <= r["est_peak_gib"] < CAPACITY_GIB, r["name"]  # close, yet planned to fit
     fits = [r for r in rows if r["expect"] == "fit"]
     assert sum(r["est_peak_gib"] < 0.7 * CAPACITY_GIB for r in fits) >= 0.8 * len(fits)
     # expected OOMs, checked with independent arithmetic: model states alone (bytes per parameter of the

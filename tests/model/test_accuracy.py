@@ -36,12 +36,13 @@ def test_docs_accuracy_md_is_current(report):
 
 
 def test_every_measured_row_is_in_the_report(report):
-    # 36 ok + 2 oom benchmark rows and 13 spot rows (the reentrant-checkpointing spot run is not a plan knob)
+    # 58 ok + 3 oom benchmark rows (every row of the matrix) and 13 spot rows (the reentrant-checkpointing spot run
+    # is not a plan knob)
     bench = [e for e in report.rows if e.run.source == "bench"]
-    assert sum(e.run.status == "ok" for e in bench) == 36
-    assert sum(e.run.status == "oom" for e in bench) == 2
+    assert sum(e.run.status == "ok" for e in bench) == 58
+    assert sum(e.run.status == "oom" for e in bench) == 3
     assert sum(e.run.source == "spot" for e in report.rows) == 13
-    assert len(report.not_measured) == 19  # 10 DeepSpeed errors + 9 skipped for the time budget
+    assert report.not_measured == []  # the first file's DeepSpeed errors and budget skips were measured again
     assert report.excluded_spot == ["q05-full-ckpt-reent"]
 
 
@@ -86,10 +87,12 @@ def test_step_time_median_error_within_fifteen_percent(report, split):
 
 
 def test_fit_verdicts(report):
-    # every run that trained is predicted to fit; both runs that ran out of memory are predicted not to
+    # every run that trained is predicted to fit, except runs that came within 10% of the GPU, where "does not fit"
+    # is the planner's headroom speaking (the estimate must still be close: the near-capacity target); every run that
+    # ran out of memory is predicted not to fit
     for e in report.rows:
         if e.run.status == "ok":
-            assert e.fits, e.run.name
+            assert e.fits or A.near_capacity(e), e.run.name
         else:
             assert not e.fits, e.run.name
             assert e.pred_allocated >= e.demand_lower_bound * (1 - A.NEAR_CAPACITY_UNDER_TARGET), e.run.name

@@ -53,7 +53,7 @@ CONFIG = {
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16); A100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 101.3 GiB, over the 75.7 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 101.3 GiB, over the 62.1 GiB limit)
     'grad_accum': 8,  # 4 x 2 data-parallel x 8 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller

@@ -49,11 +49,11 @@ CONFIG = {
     'lora_r': 16,  # TRL ModelConfig default lora_r=16
     'backend': 'fsdp2',  # fastest that fits: 9,614 tokens/s predicted
     'zero_stage': 0,  # 0: not a DeepSpeed plan
-    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 56.2 of 77.8 GiB)
+    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 56.5 of 77.8 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16); H100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 1,  # 1: the largest that fits with headroom (2 needs 92.0 GiB, over the 75.4 GiB limit)
+    'micro_batch': 1,  # 1: the largest that fits with headroom (2 needs 92.3 GiB, over the 61.8 GiB limit)
     'grad_accum': 8,  # 1 x 8 data-parallel x 8 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
