@@ -47,17 +47,7 @@ verify_planned() {  # the planner's bundle for each size on one GPU, run unchang
     python3 -m advisor generate --model "$size" --gpu "$gpu" --gpus 1 --out "$bundle" --force > "$logs/plan-$size.txt"
     python3 -m advisor verify "$bundle" --random-init --synthetic-data --steps 8 --timeout 240 --json \
       > "$out/verify-$size.json" 2> "$logs/verify-$size.log" || true
-    python3 - "$out/verify-$size.json" "$size" <<'PY'
-import json, sys
-try:
-    v = json.load(open(sys.argv[1]))
-except ValueError:
-    sys.exit(print(f"{sys.argv[2]}: verify wrote no JSON (see verify-{sys.argv[2]}.log in logs.tgz)"))
-m, p, e = v["measured"], v["predicted"], v["error_pct"]
-print(f"{sys.argv[2]}: passed={v['passed']} peak measured {m.get('per_gpu_peak_bytes')} predicted "
-      f"{p.get('per_gpu_peak_bytes')} ({e.get('per_gpu_peak_bytes')}%), tokens/s measured {m.get('tokens_per_second')} "
-      f"predicted {p.get('tokens_per_second')} ({e.get('tokens_per_second')}%)")
-PY
+    python3 -m bench.verify_summary "$out/verify-$size.json" "$size"
   done
 }
 

@@ -37,17 +37,7 @@ for c in "${cases[@]}"; do
   head -n 4 "$logs/plan-$name.txt"
   python3 -m advisor verify "$bundle" --random-init --synthetic-data --steps 6 --timeout "$(( left < 240 ? left : 240 ))" \
     --json > "$out/verify-multi-$name.json" 2> "$logs/verify-$name.log" || true
-  python3 - "$out/verify-multi-$name.json" "$name" <<'PY'
-import json, sys
-try:
-    v = json.load(open(sys.argv[1]))
-except ValueError:
-    sys.exit(print(f"{sys.argv[2]}: verify wrote no JSON (see logs-multi.tgz)"))
-m, p, e = v["measured"], v["predicted"], v["error_pct"]
-print(f"{sys.argv[2]}: passed={v['passed']} peak measured {m.get('per_gpu_peak_bytes')} predicted "
-      f"{p.get('per_gpu_peak_bytes')} ({e.get('per_gpu_peak_bytes')}%), tokens/s measured {m.get('tokens_per_second')} "
-      f"predicted {p.get('tokens_per_second')} ({e.get('tokens_per_second')}%)")
-PY
+  python3 -m bench.verify_summary "$out/verify-multi-$name.json" "$name"
 done
 tar -czf "$out/logs-multi.tgz" --exclude="*.safetensors" --exclude="*.bin" --exclude="*.pt" -C "$logs" .
 echo "gpu_checks_multi: done in $(( SECONDS - t0 )) s" >&2
