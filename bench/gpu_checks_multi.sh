@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 t0=$SECONDS
 logs="$(mktemp -d)"
 export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID
+command -v nvidia-smi > /dev/null || { echo "$(basename "$0"): no nvidia-smi here: run it on the GPU machine" >&2; exit 1; }
 ngpu="$(nvidia-smi -L | grep -c '^GPU ')"
 gpu="$(python3 -m advisor probe --json | python3 -c 'import json, sys; from advisor.catalog import match_nvml_name
 r = json.load(sys.stdin); g = r["gpus"][0]; print(match_nvml_name(g["name"], g["memory_total_bytes"]).id)')"
