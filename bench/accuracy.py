@@ -444,7 +444,9 @@ def _verify_section(w) -> None:
     w("|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         m, then, now = r["measured"], r["predicted_then"], r["predicted_now"]
-        run_ok = r["steps"].get("run", {}).get("status") == "pass"
+        run = r["steps"].get("run", {})
+        run_ok = run.get("status") == "pass"
+        oom = not run_ok and "OutOfMemoryError" in run.get("detail", "")
         peak = m.get("per_gpu_peak_bytes") if run_ok else None
         tps = m.get("tokens_per_second") if run_ok else None
 
@@ -456,7 +458,7 @@ def _verify_section(w) -> None:
 
         status = "passed" if r["passed"] else ("failed: " + (r.get("note") or "see the record"))
         w(f"| {r['case']} | {r['gpus']} | {_plan_summary(r['plan'])} | {status} | "
-          f"{_gib(peak) if peak else 'OOM' if not run_ok else '-'} | "
+          f"{_gib(peak) if peak else 'out of memory' if oom else '-'} | "
           f"{cell(then.get('per_gpu_peak_bytes'), peak, _gib)} | "
           f"{cell(now['per_gpu_peak_bytes'], peak, _gib)}{'' if now['fits'] else ' (does not fit)'} | "
           f"{f'{tps:,.0f}' if tps else '-'} | {cell(then.get('tokens_per_second'), tps, lambda x: f'{x:,.0f}')} | "

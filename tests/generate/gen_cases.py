@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+from plan_defaults import build_plan
+
 from advisor.plan import Plan
 from advisor.specs import GpuSpec, ModelSpec
 from advisor.target import Target
@@ -67,15 +69,12 @@ def target(gpu: str = "H100-80GB", gpus: int = 1, nodes: int = 1) -> Target:
 
 def plan(**kw) -> Plan:
     """A consistent default plan (SFT, full, 1 GPU) with overrides."""
-    base = dict(trainer="sft", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
-                offload_device="cpu", precision="bf16", seq_len=2048, micro_batch=4, grad_accum=4, grad_ckpt=True,
-                liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=1, nodes=1,
-                gpus_per_node=1)
-    base.update(kw)
-    if base["trainer"] in ("grpo", "rloo"):
-        base.setdefault("num_generations", 8 if base["trainer"] == "grpo" else 2)
+    base = {"seq_len": 2048, "micro_batch": 4, "grad_accum": 4, **kw}
+    trainer = base.get("trainer", "sft")
+    if trainer in ("grpo", "rloo"):
+        base.setdefault("num_generations", 8 if trainer == "grpo" else 2)
         base.setdefault("max_completion_len", base["seq_len"] // 2)
-    return Plan(**base)
+    return build_plan(**base)
 
 
 def result(p: Plan, *, alternatives: list | None = None) -> dict:

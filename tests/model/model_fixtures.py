@@ -6,6 +6,8 @@ Architecture numbers copied from each model's config.json (URLs in `source`); th
 
 from __future__ import annotations
 
+from plan_defaults import build_plan
+
 from advisor.plan import Plan
 from advisor.specs import GpuSpec, ModelSpec
 from advisor.target import Target
@@ -48,11 +50,7 @@ def target(gpus: int = 1, nodes: int = 1) -> Target:
 
 def make_plan(**kw) -> Plan:
     """A single-GPU SFT plan with TRL's defaults (grad checkpointing on, bf16), overridden by `kw`."""
-    base = dict(trainer="sft", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
-                offload_device="cpu", precision="bf16", seq_len=1024, micro_batch=8, grad_accum=1, grad_ckpt=True,
-                liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=1, nodes=1,
-                gpus_per_node=1)
-    base.update(kw)
+    base = {"micro_batch": 8, **kw}
     if "num_processes" in kw and "gpus_per_node" not in kw:
         base["gpus_per_node"] = kw["num_processes"]
-    return Plan(**base)
+    return build_plan(**base)

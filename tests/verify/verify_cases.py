@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from plan_defaults import build_plan
+
 import hw_probe
 from advisor.generate import render_bundle, write_bundle
 from advisor.plan import Plan
@@ -44,12 +46,7 @@ INSTALLED = {"torch": "2.13.0", "transformers": "5.24.0", "trl": "1.16.0", "acce
 
 
 def plan(**kw) -> Plan:
-    base = dict(trainer="sft", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
-                offload_device="cpu", precision="bf16", seq_len=1024, micro_batch=4, grad_accum=2, grad_ckpt=True,
-                liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=1, nodes=1,
-                gpus_per_node=1)
-    base.update(kw)
-    return Plan(**base)
+    return build_plan(**{"grad_accum": 2, **kw})
 
 
 def result(p: Plan, *, peak: int = PREDICTED_PEAK, tps: float = PREDICTED_TPS) -> dict:
