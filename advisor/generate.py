@@ -11,10 +11,8 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -23,7 +21,7 @@ from pathlib import Path
 import jinja2
 
 from advisor import __version__
-from advisor.errors import OutputExistsError
+from advisor.bundle_write import write_bundle  # noqa: F401  (re-exported: advisor.generate.write_bundle)
 from advisor.plan import Plan
 from advisor.request import GENERATING_TRAINERS, Request
 from advisor.specs import ModelSpec
@@ -648,59 +646,6 @@ def _json_default(value):
     if hasattr(value, "to_dict"):
         return value.to_dict()
     raise TypeError(f"plan.json: {type(value).__name__} is not JSON serialisable")
-
-
-# --------------------------------------------------------------------------------------------------- writing
-
-_EXECUTABLE = {"launch.sh", "slurm.sbatch", "train.py"}
-
-
-def write_bundle(files: dict[str, str], out_dir: str, *, force: bool) -> list[str]:
-    """Write every file into out_dir at once: a temporary sibling folder is filled, then renamed into place.
-
-    An existing non-empty out_dir is refused without `force`; with `force` the old folder is renamed aside and
-    deleted only after the new one is in place. Any failure leaves no partial folder and the old one intact.
-    Returns the written paths (out_dir/name), in bundle order.
-    """
-    target = Path(out_dir)
-    if target.exists() and not target.is_dir():
-        raise OutputExistsError(f"{out_dir} exists and is not a folder", hint="choose another --out")
-    existing = target.is_dir() and any(target.iterdir())
-    if existing and not force:
-        raise OutputExistsError(f"{out_dir} already exists and is not empty",
-                                hint="pass --force to replace it, or choose another --out")
-    for name in files:
-        if not name or "/" in name or "\\" in name or name in (".", ".."):
-            raise ValueError(f"write_bundle: {name!r} is not a plain file name")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
-    aside: Path | None = None
-    try:
-        for name, content in files.items():
-            path = staging / name
-            with open(path, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(path, 0o755 if name in _EXECUTABLE else 0o644)
-        os.chmod(staging, 0o755)
-        if target.exists():
-            aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.rmdir(aside)
-            os.rename(target, aside)
-        try:
-            os.rename(staging, target)
-        except BaseException:
-            if aside is not None:
-                os.rename(aside, target)  # put the old bundle back
-                aside = None
-            raise
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
-    return [str(target / name) for name in files]
 
 
 # ------------------------------------------------------------------------------------------ reference bundles
