@@ -11,8 +11,8 @@ from functools import cache
 from importlib import resources
 
 import jsonschema
-import yaml
 
+from advisor import safeio
 from advisor.plan import Plan
 from advisor.specs import ModelSpec
 
@@ -238,9 +238,11 @@ def check_bundle_files(files: dict[str, str]) -> list[str]:
     src = files["train.py"]
     try:
         compile(src, "train.py", "exec")
+        consts = train_constants(src)
     except SyntaxError as exc:
         return problems + [f"train.py: does not compile: {exc}"]
-    consts = train_constants(src)
+    except (RecursionError, MemoryError):  # the compiler recurses once per nesting level
+        return problems + ["train.py: does not compile: expressions nested too deeply"]
     cfg = consts.get("CONFIG")
     if not isinstance(cfg, dict):
         return problems + ["train.py: no literal CONFIG dict at module level"]
@@ -295,9 +297,11 @@ def _check_plan_json(files: dict[str, str], plan: Plan) -> list[str]:
     if "plan.json" not in files:
         return []
     try:
-        doc = json.loads(files["plan.json"])
-    except json.JSONDecodeError as exc:
-        return [f"plan.json: not JSON: {exc}"]
+        doc = safeio.load_json(files["plan.json"], where="plan.json")
+    except safeio.UnsafeInputError as exc:
+        return [f"plan.json: not JSON: {exc.message}"]
+    if not isinstance(doc, dict):
+        return ["plan.json: not a JSON object"]
     out = []
     recorded = doc.get("plan")
     if not isinstance(recorded, dict):
@@ -308,8 +312,11 @@ def _check_plan_json(files: dict[str, str], plan: Plan) -> list[str]:
         elif recorded[key] != getattr(plan, key):
             out.append(f"plan.json: plan.{key}={recorded[key]!r} but train.py CONFIG has {getattr(plan, key)!r}")
     listed = doc.get("files")
-    if sorted(listed or []) != sorted(files):
-        out.append(f"plan.json: files lists {sorted(listed or [])}, the bundle has {sorted(files)}")
+    from advisor.bundle_write import MARKER_NAME  # written beside the files, not one of them
+
+    present = sorted(n for n in files if n != MARKER_NAME)
+    if not isinstance(listed, list) or sorted(map(str, listed)) != present:
+        out.append(f"plan.json: files lists {listed!r:.200}, the bundle has {present}")
     for key in ("out", "memory", "speed"):
         if key not in doc:
             out.append(f"plan.json: {key} missing")
@@ -319,10 +326,10 @@ def _check_plan_json(files: dict[str, str], plan: Plan) -> list[str]:
 def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
     if "accelerate.yaml" not in files:
         return []
-    try:
-        doc = yaml.safe_load(files["accelerate.yaml"])
-    except yaml.YAMLError as exc:
-        return [f"accelerate.yaml: not YAML: {exc}"]
+    try:  # aliases refused: a "billion laughs" file would hang the schema check
+        doc = safeio.load_yaml(files["accelerate.yaml"], where="accelerate.yaml")
+    except safeio.UnsafeInputError as exc:
+        return [f"accelerate.yaml: not YAML: {exc.message}"]
     out = [f"accelerate.yaml: {e}" for e in schema_errors(doc, "accelerate.schema.json")]
     if not isinstance(doc, dict):
         return out
@@ -374,9 +381,9 @@ def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
     if not plan.uses_deepspeed:
         return [f"ds_config.json: present although the backend is {plan.backend}"]
     try:
-        doc = json.loads(files["ds_config.json"])
-    except json.JSONDecodeError as exc:
-        return [f"ds_config.json: not JSON: {exc}"]
+        doc = safeio.load_json(files["ds_config.json"], where="ds_config.json")
+    except safeio.UnsafeInputError as exc:
+        return [f"ds_config.json: not JSON: {exc.message}"]
     out = [f"ds_config.json: {e}" for e in schema_errors(doc, "ds_config.schema.json")]
     if not isinstance(doc, dict):
         return out
@@ -489,9 +496,11 @@ def _check_model_config(files: dict[str, str]) -> list[str]:
     if "model_config.json" not in files:
         return []
     try:
-        doc = json.loads(files["model_config.json"])
-    except json.JSONDecodeError as exc:
-        return [f"model_config.json: not JSON: {exc}"]
+        doc = safeio.load_json(files["model_config.json"], where="model_config.json")
+    except safeio.UnsafeInputError as exc:
+        return [f"model_config.json: not JSON: {exc.message}"]
+    if not isinstance(doc, dict):
+        return ["model_config.json: not a JSON object"]
     out = []
     if not isinstance(doc.get("model_type"), str):
         out.append("model_config.json: no model_type")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import os
 import re
 import sys
@@ -20,8 +19,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from advisor import safeio
 from advisor.errors import AdvisorError, InputFileError, UnknownNameError
 from advisor.hf_config import spec_from_config
+from advisor.request import text_problem
 from advisor.specs import GIB, GpuSpec, ModelSpec
 
 if sys.version_info >= (3, 11):
@@ -45,6 +46,10 @@ _NOT_THE_SAME_PART = frozenset({"LAPTOP", "MOBILE", "MAX", "EMBEDDED"})
 _MEMORY_TOLERANCE = 0.25
 # Values of HF_HUB_OFFLINE that huggingface_hub treats as true.
 _TRUE = frozenset({"1", "true", "yes", "on"})
+# What refs/main of a hub cache repo may hold: the name of one snapshot folder (huggingface_hub writes the 40-hex
+# commit); one path component, so that a ref cannot point outside snapshots/.
+_REVISION_RE = re.compile(r"^(?!\.{1,2}$)[\w.-]{1,128}$")
+_MODEL_PATH_HINT = "pass a directory written by save_pretrained, a config.json file, or a catalogue id"
 
 
 class CatalogError(AdvisorError):
@@ -228,8 +233,12 @@ def _cached_config(repo_id: str) -> tuple[Path, str] | None:
     order: list[Path] = []
     ref = repo_dir / "refs" / "main"
     try:
-        if ref.is_file():
-            order.append(snapshots / ref.read_text(encoding="utf-8").strip())
+        revision = safeio.read_text(ref, max_bytes=safeio.MAX_REF_BYTES, what="cache ref").strip()
+    except safeio.UnsafeInputError:  # no ref, or not a small text file: fall back to the newest snapshot
+        revision = ""
+    if _REVISION_RE.match(revision):  # anything else (`../..`) must not become a path
+        order.append(snapshots / revision)
+    try:
         if snapshots.is_dir():
             order += sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
@@ -266,39 +275,41 @@ def _download_config(repo_id: str) -> Path:
         ) from None
 
 
+_CONFIG_HINT = "config.json must be the JSON file transformers writes next to the weights"
+
+
 def read_config_file(path: Path) -> dict:
-    """A config.json as a dict; InputFileError if it cannot be read or is not a JSON object."""
+    """A config.json as a dict; InputFileError if it is not a regular file of at most safeio.MAX_CONFIG_BYTES, not
+    UTF-8 JSON (NaN, Infinity and deep nesting refused), or not a JSON object. A named pipe or a device given as
+    the model path is refused at once, without blocking on it or reading it."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputFileError(f"{path}: not a text file") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            hint="config.json must be the JSON file transformers writes next to the weights",
-        ) from None
+        text = safeio.read_text(path, max_bytes=safeio.MAX_CONFIG_BYTES, what="config.json")
+        cfg = safeio.load_json(text, where=str(path))
+    except safeio.UnsafeInputError as exc:
+        hint = (_MODEL_PATH_HINT if exc.reason in ("missing", "not-regular", "too-large", "unreadable")
+                else _CONFIG_HINT)
+        raise InputFileError(exc.message, hint=hint) from None
     if not isinstance(cfg, dict):
-        raise InputFileError(f"{path}: config.json is not a JSON object")
+        raise InputFileError(f"{path}: config.json is not a JSON object", hint=_CONFIG_HINT)
     return cfg
 
 
 def _local_spec(path: Path) -> ModelSpec:
     if path.is_dir():
         config = path / "config.json"
-        if not config.is_file():
-            raise InputFileError(
-                f"{path}: no config.json in this directory",
-                hint="pass a directory written by save_pretrained, a config.json, or a catalogue id",
-            )
+        if not os.path.lexists(config):  # one that exists but is not a regular file is refused by the reader
+            raise InputFileError(f"{path}: no config.json in this directory", hint=_MODEL_PATH_HINT)
         model_dir = path
     else:
         config, model_dir = path, path.parent
     cfg = read_config_file(config)
     model_dir = model_dir.resolve()
+    # The resolved path becomes the bundle's MODEL_ID and the served model: it must be one printable line, also
+    # when it was reached as `--model .` from a folder whose name was never on the command line.
+    problem = text_problem(str(config.resolve()))
+    if problem:
+        raise InputFileError(f"the model folder's path {problem}", hint="rename the folder (printable characters "
+                             "only), or copy the model to a folder whose path is plain text")
     return spec_from_config(
         cfg, source=config.resolve().as_uri(), id=model_dir.name.lower() or "local", hf_id=str(model_dir)
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -94,7 +96,18 @@ def _print_json(data) -> None:
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"note: {text}\n")
+    sys.stderr.write(f"note: {_one_line(text)}\n")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _emit(text: str) -> None:
+    """A human report on stdout. Reports quote values from user files (a YAML key, a model name): control characters
+    and bidirectional overrides among them are shown escaped, so that no file can move the cursor or recolour the
+    terminal of whoever runs `check`; newlines and tabs are the report's own layout."""
+    text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 # ---- commands -------------------------------------------------------------------------------------------------
@@ -108,7 +121,7 @@ def cmd_probe(args) -> int:
     else:
         from hw_probe.render import render_text
 
-        sys.stdout.write(render_text(report) + "\n")
+        _emit(render_text(report) + "\n")
     return ExitCode.OK
 
 
@@ -124,7 +137,7 @@ def cmd_models(args) -> int:
     for m in models:
         rows.append((m.id, m.size or "", f"{m.params / 1e9:.2f}B", str(m.layers), str(m.hidden),
                      f"{m.heads}/{m.kv_heads}", str(m.vocab), m.hf_id))
-    sys.stdout.write(_table(rows))
+    _emit(_table(rows))
     return ExitCode.OK
 
 
@@ -140,7 +153,7 @@ def cmd_gpus(args) -> int:
         rows.append((g.id + ("" if g.supported else " (plan only)"), f"{g.memory_gib:.0f} GiB",
                      f"{g.bf16_tflops or 0:g}", f"{g.fp8_tflops or 0:g}", f"{g.mem_bw_gbps:g}",
                      f"{g.nvlink_gbps or 0:g}", g.compute_capability, g.name))
-    sys.stdout.write(_table(rows))
+    _emit(_table(rows))
     return ExitCode.OK
 
 
@@ -153,7 +166,7 @@ def cmd_estimate(args) -> int:
     if args.json:
         _print_json(result)
     else:
-        sys.stdout.write(render_estimate(result) + "\n")
+        _emit(render_estimate(result) + "\n")
     return ExitCode.OK
 
 
@@ -171,7 +184,7 @@ def cmd_check(args) -> int:
     if args.json:
         _print_json(report.to_json())
     else:
-        sys.stdout.write(report.render() + "\n")
+        _emit(report.render() + "\n")
     return ExitCode.OK if report.ok else ExitCode.FINDINGS
 
 
@@ -187,14 +200,14 @@ def cmd_generate(args) -> int:
     if args.json:
         _print_json(outcome.result)
     else:
-        sys.stdout.write(outcome.render() + "\n")
+        _emit(outcome.render() + "\n")
     return ExitCode.OK
 
 
 def cmd_explain(args) -> int:
     import rules
 
-    sys.stdout.write(rules.explain(args.rule_id) + "\n")
+    _emit(rules.explain(args.rule_id) + "\n")
     return ExitCode.OK
 
 
@@ -206,12 +219,12 @@ def cmd_rules(args) -> int:
         if args.json:
             _print_json(data)
         else:
-            sys.stdout.write(rules.render_matrix(data) + "\n")
+            _emit(rules.render_matrix(data) + "\n")
         return ExitCode.OK
     if args.json:
         _print_json(rules.rules_json())
     else:
-        sys.stdout.write(rules.render_rules() + "\n")
+        _emit(rules.render_rules() + "\n")
     return ExitCode.OK
 
 
@@ -226,7 +239,7 @@ def cmd_verify(args) -> int:
     if args.json:
         _print_json(outcome.to_json())
     else:
-        sys.stdout.write(outcome.render() + "\n")
+        _emit(outcome.render() + "\n")
     return ExitCode.OK if outcome.passed else ExitCode.FINDINGS
 
 
@@ -256,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "for the GPUs you have. With no command on a terminal: the interactive wizard.",
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"trl-advisor {__version__}")
+    p.add_argument("--debug", action="store_true", help="print the traceback of an internal error (exit 3)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def command(name: str, func: Callable, help_text: str) -> argparse.ArgumentParser:
@@ -297,8 +311,48 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_text_arguments(args: argparse.Namespace) -> None:
+    """Every text flag, whatever the command: no control characters or non-UTF-8 bytes (they would end a comment
+    line in a generated script, or garble a terminal). Values are checked here once, before any command runs."""
+    from advisor.request import text_problem
+
+    for name, value in vars(args).items():
+        if isinstance(value, str):
+            problem = text_problem(value)
+            if problem:
+                flag = name if name in ("dir", "rule_id") else "--" + name.replace("_", "-")
+                raise AdvisorError(f"{flag} {problem}", hint="pass the value without control characters or newlines")
+
+
+def _internal_error(exc: BaseException, argv: Sequence[str], debug: bool) -> int:
+    """An unexpected exception: one line on stderr and the traceback in a file it names (or on stderr with --debug),
+    exit 3 (CONTRACT.md), so that a script can tell a crash from a verdict (1) or a usage error (2)."""
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    summary = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")[:200]
+    if debug:
+        sys.stderr.write(text)
+        sys.stderr.write(f"internal error: {summary}; please report it with the command line\n")
+        return int(ExitCode.INTERNAL)
+    where = "(could not be written)"
+    try:
+        fd, path = tempfile.mkstemp(prefix="trl-advisor-crash-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(f"trl-advisor {__version__}\ncommand: {' '.join(map(repr, argv))}\n\n{text}")
+        where = path
+    except OSError:
+        pass
+    sys.stderr.write(f"internal error: {summary}; traceback in {where}; please report it with the command line\n")
+    return int(ExitCode.INTERNAL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug anywhere: print tracebacks of internal errors instead of writing them to a file
+    debug = "--debug" in argv or os.environ.get("TRL_ADVISOR_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     try:
         parser = build_parser()
         if not argv:
@@ -309,18 +363,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
             raise AdvisorError("no command given", hint="see `trl-advisor --help`")
+        _check_text_arguments(args)
         return int(args.func(args))
     except AdvisorError as e:
-        sys.stderr.write(f"error: {e.message}\n")
+        sys.stderr.write(f"error: {_one_line(e.message)}\n")
         if e.hint:
-            sys.stderr.write(f"hint: {e.hint}\n")
+            sys.stderr.write(f"hint: {_one_line(e.hint)}\n")
         return int(e.exit_code)
-    except OSError as e:  # a file we were told to read or write: say which, no traceback
-        sys.stderr.write(f"error: {e.strerror or e}: {e.filename or ''}\n".replace(": \n", "\n"))
-        sys.stderr.write("hint: check the path and its permissions\n")
-        return int(ExitCode.USAGE)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
     except BrokenPipeError:
         return ExitCode.OK
+    except OSError as e:  # a file we were told to read or write: say which, no traceback
+        name = _one_line(str(e.filename)) if e.filename else ""
+        sys.stderr.write(f"error: {e.strerror or type(e).__name__}" + (f": {name}" if name else "") + "\n")
+        sys.stderr.write("hint: check the path, its permissions and the free disk space\n")
+        return int(ExitCode.USAGE)
+    except SystemExit as e:  # argparse --help / --version, or a signal turned into an exit
+        return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else int(ExitCode.USAGE))
+    except Exception as e:  # noqa: BLE001 - the one place every unexpected error becomes exit 3
+        return _internal_error(e, argv, debug)
+
+
+def _one_line(text: str) -> str:
+    """A message as one printable line: user values inside it may hold anything."""
+    return " ".join(str(text).encode("utf-8", "backslashreplace").decode("utf-8").split())

@@ -10,7 +10,9 @@ class ExitCode(IntEnum):
     FINDINGS = 1
     """`check` found an error, `generate` found no feasible plan, or `verify` failed."""
     USAGE = 2
-    """Bad flag, unknown model or GPU, unreadable file, or a command not built yet."""
+    """Bad flag, unknown model or GPU, unreadable file, a value that cannot be written safely."""
+    INTERNAL = 3
+    """An unexpected exception: a bug. One line on stderr names the file holding the traceback."""
 
 
 class AdvisorError(Exception):

@@ -22,8 +22,9 @@ import jinja2
 
 from advisor import __version__
 from advisor.bundle_write import write_bundle  # noqa: F401  (re-exported: advisor.generate.write_bundle)
+from advisor.errors import AdvisorError
 from advisor.plan import Plan
-from advisor.request import GENERATING_TRAINERS, Request
+from advisor.request import GENERATING_TRAINERS, Request, text_problem
 from advisor.specs import ModelSpec
 from advisor.target import Target
 
@@ -89,6 +90,30 @@ BUNDLE_ORDER = ("README.md", "plan.json", "train.py", "accelerate.yaml", "ds_con
 
 # --------------------------------------------------------------------------------------------------- Jinja setup
 
+class UnsafeValueError(AdvisorError):
+    """A value cannot be written safely into a generated file (exit 2, CONTRACT.md)."""
+
+
+class Block(str):
+    """Text the generator itself assembled over several lines (train.py's CONFIG rows), each part of which was
+    checked or encoded where it was made: the one kind of interpolated value allowed to hold newlines."""
+
+
+def _finalize(value):
+    """Every `{{ ... }}` of every template passes here: a value with a newline or another control character would
+    end a comment line (`# For: ...`) and start a command, a statement or a YAML key, so it is refused unless it is
+    a Block. Encoding for the position (shquote, pyrepr, json, pydoc, slug) is the template's job on top of this."""
+    if value is None or isinstance(value, (bool, int, float, Block)):
+        return value
+    text = str(value)
+    problem = text_problem(text)
+    if problem:
+        shown = text[:60].encode("unicode_escape").decode("ascii")
+        raise UnsafeValueError(f"the value {shown!r} {problem}: it cannot be written safely into the bundle",
+                               hint="remove control characters and newlines from the flags and folder names")
+    return text
+
+
 def _shquote(value) -> str:
     """One shell word, whatever the value (shlex.quote; booleans as 0/1 are never needed, so refuse them)."""
     if isinstance(value, bool):
@@ -99,6 +124,18 @@ def _shquote(value) -> str:
 def _pyrepr(value) -> str:
     """A Python literal (repr); floats keep repr's shortest round-trip form."""
     return repr(value)
+
+
+def _pydoc(value) -> str:
+    """Text inside a Python \"\"\" docstring: backslashes and quotes escaped, so that no value can close the
+    docstring (`\"\"\"`) or start an escape sequence; the docstring reads the same."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _slug(value) -> str:
+    """A single word of letters, digits, `.`, `_` and `-` (SLURM job names: sbatch splits `#SBATCH` lines on
+    whitespace, so a space in a value would add an option)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(value)).strip("-") or "x"
 
 
 @lru_cache(maxsize=1)
@@ -112,9 +149,12 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        finalize=_finalize,
     )
     env.filters["shquote"] = _shquote
     env.filters["pyrepr"] = _pyrepr
+    env.filters["pydoc"] = _pydoc
+    env.filters["slug"] = _slug
     env.filters["json"] = lambda v: json.dumps(v)
     env.filters["gib"] = lambda n: f"{n / GIB:.2f}"
     return env
@@ -293,6 +333,34 @@ def accelerate_settings(plan: Plan) -> dict:
         "fsdp_activation_checkpointing": plan.backend == "fsdp2" and plan.grad_ckpt,
         "parallelism": parallelism,
     }
+
+
+def accelerate_yaml_data(plan: Plan) -> dict:
+    """The mapping accelerate.yaml must load to (yaml.safe_load): what the template writes, as data, so that the
+    rendered file can be checked against it before it is written (rendered_check.check_yaml)."""
+    acc = accelerate_settings(plan)
+    data: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
+    if plan.uses_deepspeed:
+        data["deepspeed_config"] = {"deepspeed_config_file": "ds_config.json",
+                                    "deepspeed_multinode_launcher": "standard",
+                                    "zero3_init_flag": acc["zero3_init_flag"]}
+    data.update({"distributed_type": acc["distributed_type"], "downcast_bf16": "no", "enable_cpu_affinity": False})
+    if plan.backend == "fsdp2":
+        data["fsdp_config"] = {
+            "fsdp_activation_checkpointing": acc["fsdp_activation_checkpointing"],
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_offload_params": acc["fsdp_offload_params"], "fsdp_reshard_after_forward": True,
+            "fsdp_state_dict_type": "FULL_STATE_DICT", "fsdp_version": 2}
+    if plan.backend == "ddp":
+        data["gpu_ids"] = "all"
+    data.update({"machine_rank": 0, "main_training_function": "main"})
+    if acc["mixed_precision"] is not None:
+        data["mixed_precision"] = acc["mixed_precision"]
+    data.update({"num_machines": acc["num_machines"], "num_processes": acc["num_processes"]})
+    if acc["parallelism"]:
+        data["parallelism_config"] = dict(acc["parallelism"])
+    data.update({"rdzv_backend": "static", "same_network": True, "use_cpu": False})
+    return data
 
 
 @dataclass(frozen=True)
@@ -526,11 +594,11 @@ def default_out_dir(plan: Plan, model: ModelSpec) -> str:
 def _config_rows(plan: Plan, why: dict[str, str], extra: list[tuple[str, object, str]]) -> str:
     """The CONFIG dict body of train.py: one `"key": literal,  # why` line per value."""
     lines = []
-    for knob in Plan.__dataclass_fields__:
-        lines.append(f"    {knob!r}: {getattr(plan, knob)!r},  # {why[knob]}")
-    for key, value, reason in extra:
+    rows = [(knob, getattr(plan, knob), why[knob]) for knob in Plan.__dataclass_fields__] + list(extra)
+    for key, value, reason in rows:
+        _finalize(reason)  # a comment ends at a newline: refuse one
         lines.append(f"    {key!r}: {value!r},  # {reason}")
-    return "\n".join(lines)
+    return Block("\n".join(lines))
 
 
 def _alternative_line(alt: dict) -> str:
@@ -635,7 +703,37 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
     files["plan.json"] = json.dumps(plan_json, indent=2, sort_keys=True, default=_json_default) + "\n"
     ctx["files"] = names
     files["README.md"] = env.get_template("README.md.j2").render(ctx)
+    expected_config = {**plan.to_dict(), **{key: value for key, value, _ in extra}}
+    _check_rendered(files, {
+        "train.py": ({"MODEL_ID": model.hf_id, "TRUST_REMOTE_CODE": plan.trust_remote_code, "DATASET": dataset,
+                      "CONFIG": expected_config, "BF16": dtype["bf16"], "FP16": dtype["fp16"]},
+                     (model.hf_id, recreate, plan.short(), target.describe())),
+        "accelerate.yaml": accelerate_yaml_data(plan),
+        "ds_config.json": ds_config(plan) if plan.uses_deepspeed else None,
+        "model_config.json": model_config_fields(model),
+        "plan.json": plan_json,
+    })
     return {name: files[name] for name in sorted(files, key=_bundle_order)}
+
+
+def _check_rendered(files: dict[str, str], expected: dict) -> None:
+    """Refuse a bundle whose files do not parse or do not read back as the plan (advisor.rendered_check)."""
+    from advisor import rendered_check as rc
+
+    try:
+        constants, doc_parts = expected["train.py"]
+        rc.check_python("train.py", files["train.py"], constants, doc_parts)
+        rc.check_yaml("accelerate.yaml", files["accelerate.yaml"], expected["accelerate.yaml"])
+        for name in ("ds_config.json", "model_config.json", "plan.json"):
+            if name in files:
+                rc.check_json(name, files[name], expected[name])
+        rc.check_shell("launch.sh", files["launch.sh"])
+        if "slurm.sbatch" in files:
+            rc.check_shell("slurm.sbatch", files["slurm.sbatch"], sbatch=True)
+    except rc.RenderedFileError as exc:
+        raise UnsafeValueError(f"the bundle was not written: {exc}",
+                               hint="a value in the flags or a folder name cannot be written safely; "
+                                    "if none looks odd, report it with the command line") from None
 
 
 def _bundle_order(name: str) -> tuple[int, str]:

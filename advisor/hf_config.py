@@ -8,6 +8,7 @@ that has no such default raises InputFileError naming it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,19 +69,36 @@ def _first(cfg: Mapping[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
+_CONFIG_KEYS_HINT = ("expected a transformers causal-LM config.json (num_hidden_layers, hidden_size, "
+                     "num_attention_heads, vocab_size, ...)")
+_WHOLE_NUMBER_HINT = "sizes and counts in config.json are whole numbers, as transformers writes them"
+
+MAX_CONFIG_INT = 1 << 40
+"""Largest size or count accepted from a config.json (about 1.1e12). The largest real values are context lengths
+(Llama 4 Scout: 10,485,760 positions) and vocabularies (Gemma 3: 262,208); a value beyond 2**40 is a typo or a
+sentinel, and the parameter and memory arithmetic on it would be meaningless."""
+
+
 def _int(cfg: Mapping[str, Any], names: tuple[str, ...], source: str, *, default: int | None = None) -> int:
-    value = _first(cfg, names)
-    if value is None:
+    """The first of `names` that the config sets, as a whole number in [0, MAX_CONFIG_INT]; `default` when none is
+    set. NaN, infinities, fractions, booleans, text, negatives and huge values raise InputFileError naming the key."""
+    key = next((name for name in names if cfg.get(name) is not None), None)
+    if key is None:
         if default is not None:
             return default
-        raise InputFileError(
-            f"{source}: config.json has no '{names[0]}'",
-            hint="expected a transformers causal-LM config.json (num_hidden_layers, hidden_size, "
-            "num_attention_heads, vocab_size, ...)",
-        )
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        raise InputFileError(f"{source}: config.json key '{names[0]}' is {value!r}, not an integer")
-    return int(value)
+        raise InputFileError(f"{source}: config.json has no '{names[0]}'", hint=_CONFIG_KEYS_HINT)
+    value = cfg[key]
+    whole = (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and math.isfinite(value) and value.is_integer())
+    if not whole:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise InputFileError(f"{source}: config.json key '{key}' is {shown}, not a whole number",
+                             hint=_WHOLE_NUMBER_HINT)
+    number = int(value)
+    if not 0 <= number <= MAX_CONFIG_INT:
+        raise InputFileError(f"{source}: config.json key '{key}' is {number}, outside 0 to {MAX_CONFIG_INT:,}",
+                             hint=_WHOLE_NUMBER_HINT)
+    return number
 
 
 def _text_part(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,7 +150,7 @@ def spec_from_config(
     config's `_name_or_path`, then to its model_type.
     """
     if not isinstance(cfg, Mapping):
-        raise InputFileError(f"{source}: config.json is not a JSON object")
+        raise InputFileError(f"{source}: config.json is not a JSON object", hint=_CONFIG_KEYS_HINT)
     top_type = str(cfg.get("model_type") or "")
     t = _text_part(cfg)
     inner_type = str(t.get("model_type") or top_type)
@@ -211,4 +229,5 @@ def spec_from_config(
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "config"
-        raise InputFileError(f"{source}: config.json gives an invalid {where}: {first.get('msg')}") from None
+        raise InputFileError(f"{source}: config.json gives an invalid {where}: {first.get('msg')}",
+                             hint=_CONFIG_KEYS_HINT) from None

@@ -461,7 +461,9 @@ def local_tokens(plan: Plan) -> int:
     2 * micro_batch rows of seq_len); GRPO/RLOO micro_batch counts completions (prompt + completion tokens);
     Ulysses SP / ring CP split every sequence over sp_size / cp_size ranks."""
     rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
-    return rows * plan.seq_len // max(1, plan.sp_size, plan.cp_size)
+    # at least one token: a sequence shorter than the SP/CP degree is refused by rules SP008/SP016, and the speed
+    # model must still answer for it without dividing by zero
+    return max(1, rows * plan.seq_len // max(1, plan.sp_size, plan.cp_size))
 
 
 def logit_tokens(plan: Plan) -> int:
@@ -469,7 +471,7 @@ def logit_tokens(plan: Plan) -> int:
     (``hidden_states[mask]``): GRPO/RLOO score only the completion (labels[:, :-logits_to_keep] = -100); SFT/DPO/KTO
     are counted as all tokens (completion-only loss on prompt/completion data would score fewer)."""
     if plan.trainer in ("grpo", "rloo"):
-        return plan.micro_batch * plan.max_completion_len // max(1, plan.sp_size, plan.cp_size)
+        return max(1, plan.micro_batch * plan.max_completion_len // max(1, plan.sp_size, plan.cp_size))
     return local_tokens(plan)
 
 

@@ -110,6 +110,8 @@ def _backend_options(req: Request, world: int) -> list[tuple[str, int, str]]:
     if req.backend or req.zero is not None or req.offload:
         backends = [req.backend] if req.backend else (["deepspeed"] if (req.zero is not None or req.offload not in
                                                                        (None, "none")) else list(R.BACKENDS))
+    elif (req.cp_size or 1) > 1:
+        backends = ["fsdp2"]  # ring-attention CP runs on FSDP2 only (accelerate cp_backend "torch"; rule SP010)
     else:
         backends = ["single"] if world == 1 else ["ddp", "deepspeed", "fsdp2"]
         if world == 1:
@@ -193,8 +195,9 @@ def _accumulation(plan: Plan, micro: int, global_batch: int | None, pinned_accum
         return pinned_accum
     accum = max(1, math.ceil(global_batch / (micro * plan.dp_size))) if global_batch else 1
     if plan.num_generations:
-        while (micro * plan.num_processes * accum) % plan.num_generations:
-            accum += 1
+        # accum must be a multiple of ng / gcd(micro x processes, ng): round up to it (closed form, not a search)
+        unit = plan.num_generations // math.gcd(micro * plan.num_processes, plan.num_generations)
+        accum = -(-accum // unit) * unit
     return accum
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import asdict, dataclass, fields, replace
 
 TRAINERS = ("sft", "dpo", "grpo", "rloo", "kto", "gkd")
@@ -12,7 +14,50 @@ OFFLOAD_DEVICES = ("cpu", "nvme")
 PRECISIONS = ("bf16", "bf16-mixed", "fp16-mixed", "fp32")
 VLLM_MODES = ("none", "colocate", "server")
 REF_MODELS = ("copy", "precompute", "none")
-ATTN_BUILTIN = ("sdpa", "flash_attention_2", "flash_attention_3", "eager")
+ATTN_BUILTIN = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention",
+                "paged|eager")
+"""The attention implementations transformers 5.24 accepts by name (`eager` plus
+`ALL_ATTENTION_FUNCTIONS.valid_keys()`, modeling_utils.py); anything else must be a hub kernel id."""
+
+HUB_KERNEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+                           r"(?:@[A-Za-z0-9][A-Za-z0-9._-]{0,63})?(?::[A-Za-z_][A-Za-z0-9_]{0,63})?$")
+"""A hub kernel as `attn_implementation`: `org/name[@revision][:function]`. transformers' own pattern
+(integrations/hub_kernels.py `is_kernel`: `^[^/:]+/[^/:]+(?:@[^/:]+)?(?::[^/:]+)?$`) accepts any character but
+`/` and `:`; this one keeps to the characters Hub repo ids and Python names use, so the value is safe in every
+file it is written into."""
+
+# Physical bounds of the numeric flags: beyond them a value is a typo (or an attack), and loops and allocations
+# that grow with a number stay bounded. (flag, lowest, highest, why the highest)
+LIMITS: dict[str, tuple[int | float, int | float, str]] = {
+    "lora_r": (1, 65536, "LoRA ranks above the widest hidden size (about 30k) train nothing more"),
+    "gpus": (1, 1024, "no machine has more GPUs per node (GB200 NVL72: 72)"),
+    "nodes": (1, 16384, "larger than the largest published training clusters (about 100k GPUs)"),
+    "seq_len": (1, 4_194_304, "beyond any model's context (4M tokens)"),
+    "micro_batch": (1, 65536, "no GPU holds more sequences per step"),
+    "grad_accum": (1, 1_000_000, "a million micro-batches per optimizer step"),
+    "global_batch": (1, 100_000_000, "100M sequences per optimizer step"),
+    "sp_size": (1, 1024, "the most GPUs a sequence can be split over here"),
+    "cp_size": (1, 1024, "the most GPUs a sequence can be split over here"),
+    "num_generations": (1, 4096, "completions per prompt; GRPO papers use 4-64"),
+    "max_completion_len": (1, 4_194_304, "beyond any model's context (4M tokens)"),
+    "vllm_gpus": (0, 1024, "no machine has more GPUs per node"),
+    "zero": (0, 3, "DeepSpeed's ZeRO stages are 0, 1, 2 and 3"),
+}
+
+
+def text_problem(value: str) -> str | None:
+    """Why a text value cannot be written into a generated file or a terminal line, or None when it can.
+
+    Control characters (a newline ends a comment line in a script and starts a command), format characters
+    (bidirectional overrides hide code, CVE-2021-42574 "Trojan Source"), line/paragraph separators, and lone
+    surrogates (the bytes of a non-UTF-8 argument, PEP 383) are refused."""
+    for i, ch in enumerate(value):
+        cat = unicodedata.category(ch)
+        if cat in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            what = ("a byte that is not UTF-8" if cat == "Cs" else
+                    "a newline" if ch in "\n\r" else f"the control character U+{ord(ch):04X}")
+            return f"contains {what} at position {i}"
+    return None
 
 GENERATING_TRAINERS = ("grpo", "rloo")
 """Trainers that sample completions during training (and may use vLLM)."""

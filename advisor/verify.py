@@ -39,7 +39,6 @@ Tolerances (why these numbers):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -249,7 +248,13 @@ def run_command(command: Sequence[str], *, cwd: str | Path, log_path: str | Path
     run_env.setdefault("PYTHONUNBUFFERED", "1")  # the log shows each line as the training prints it
     start = time.monotonic()
     show = _Progress(_stream(progress))
-    with open(log_path, "w", encoding="utf-8", errors="replace") as log:
+    from advisor import safeio
+
+    try:
+        log_file = safeio.open_output(log_path, what="log file")
+    except safeio.UnsafeInputError as exc:  # a named pipe or a symlink where the log goes
+        raise InputFileError(exc.message, hint="remove it; verify writes its log there") from None
+    with log_file as log:
         proc = subprocess.Popen(list(command), cwd=str(cwd), env=run_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
                                 bufsize=1, start_new_session=True)
@@ -341,25 +346,34 @@ class Metrics:
             for x in recs:
                 if x.get("event") != "log":
                     continue
+                step = x.get("step")
+                step = step if isinstance(step, int) and not isinstance(step, bool) else -1
                 for key, value in x.items():
                     if key.endswith("loss") and isinstance(value, (int, float)) and not isinstance(value, bool):
-                        out.append((rank, int(x.get("step", -1)), key, float(value)))
+                        out.append((rank, step, key, float(value)))
         return out
 
 
 def read_metrics(folder: str | Path) -> Metrics:
+    from advisor import safeio
+
     metrics = Metrics()
     for path in sorted(Path(folder).glob("rank*.jsonl")):
-        m = re.fullmatch(r"rank(\d+)\.jsonl", path.name)
+        m = re.fullmatch(r"rank(\d{1,6})\.jsonl", path.name)
         if not m:
             continue
+        try:
+            data = safeio.read_bytes(path, max_bytes=MAX_METRICS_BYTES, what="metrics file")
+        except safeio.UnsafeInputError:  # a named pipe or a device in metrics/: nothing this run wrote
+            metrics.bad_lines += 1
+            continue
         records = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in data.decode("utf-8", errors="replace").splitlines():
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)  # json.dumps writes NaN/Infinity; json.loads reads them back
-            except ValueError:
+            try:  # json.dumps writes NaN/Infinity for a diverged loss: they are read back (allow_nan)
+                record = safeio.load_json(line, where=path.name, allow_nan=True)
+            except safeio.UnsafeInputError:
                 metrics.bad_lines += 1  # a rank killed mid-write leaves half a line
                 continue
             if isinstance(record, dict):
@@ -402,9 +416,11 @@ def _clip(text: str, n: int = 240) -> str:
 
 
 def _tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
+    from advisor import safeio
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
-    except OSError:
+        return safeio.read_tail(path, max_bytes=MAX_LOG_TAIL_BYTES, what="log").splitlines()[-n:]
+    except safeio.UnsafeInputError:
         return []
 
 
@@ -437,9 +453,23 @@ class _Bundle:
     files: dict[str, str]
     plan: Plan | None
     plan_error: str | None
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """File name -> why it was not read (a named pipe, a device, too large, not UTF-8)."""
+
+
+MAX_BUNDLE_FILE_BYTES = 2_000_000
+"""The files of a bundle are a few KiB to tens of KiB (plan.json lists its alternatives); 2 MB is the limit
+`check --bundle` reads too (rules.bundle.MAX_FILE_BYTES)."""
+MAX_METRICS_BYTES = 64 * 1024 * 1024
+"""One rank's metrics file: a line of about 300 bytes per logged step, so 64 MiB is some 200,000 steps, far more
+than a verify run takes."""
+MAX_LOG_TAIL_BYTES = 1024 * 1024
+"""Of verify.log only the end is read (the last LOG_TAIL_LINES lines): 1 MiB holds them even with long lines."""
 
 
 def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
+    from advisor import safeio
+
     path = Path(bundle_dir)
     hint = "generate one with: trl-advisor generate --model MODEL --out DIR"
     if not path.exists():
@@ -447,34 +477,36 @@ def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
     if not path.is_dir():
         raise InputFileError(f"{path} is not a folder", hint="pass the folder `trl-advisor generate --out` wrote")
     plan_file = path / "plan.json"
-    if not plan_file.is_file():
-        raise InputFileError(f"{path} has no plan.json: not a trl-advisor bundle", hint=hint)
+    regenerate = "re-create the bundle with trl-advisor generate --force"
     try:
-        doc = json.loads(plan_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"cannot read {plan_file}: {getattr(exc, 'strerror', None) or exc}",
-                             hint="check the file's permissions") from None
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{plan_file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                             hint="re-create the bundle with trl-advisor generate --force") from None
+        text = safeio.read_text(plan_file, max_bytes=MAX_BUNDLE_FILE_BYTES, what="plan file")
+        doc = safeio.load_json(text, where=str(plan_file))
+    except safeio.UnsafeInputError as exc:
+        if exc.reason == "missing":
+            raise InputFileError(f"{path} has no plan.json: not a trl-advisor bundle", hint=hint) from None
+        raise InputFileError(exc.message, hint=regenerate) from None
     if not isinstance(doc, dict):
-        raise InputFileError(f"{plan_file} is not a plan (a JSON object is expected)",
-                             hint="re-create the bundle with trl-advisor generate --force")
+        raise InputFileError(f"{plan_file} is not a plan (a JSON object is expected)", hint=regenerate)
+    from rules.bundle import check_plan_json
+
+    check_plan_json(doc, str(plan_file))
     from advisor.bundle_check import REQUIRED_FILES
     from advisor.generate import BUNDLE_ORDER
 
-    listed = [n for n in doc.get("files") or [] if isinstance(n, str) and "/" not in n]
+    listed = [n for n in doc.get("files") or [] if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")]
     names = dict.fromkeys([*listed, *REQUIRED_FILES, *BUNDLE_ORDER])
-    files: dict[str, str] = {}
+    files: dict[str, str] = {"plan.json": text}
+    unreadable: dict[str, str] = {}
     for name in names:
-        f = path / name
-        if f.is_file():
-            try:
-                files[name] = f.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
+        if name == "plan.json":
+            continue
+        try:
+            files[name] = safeio.read_text(path / name, max_bytes=MAX_BUNDLE_FILE_BYTES, what="bundle file")
+        except safeio.UnsafeInputError as exc:
+            if exc.reason != "missing":  # missing files are the bundle step's "missing ..."
+                unreadable[name] = exc.message
     plan, plan_error = _plan_from_train(files.get("train.py"))
-    return _Bundle(path=path, doc=doc, files=files, plan=plan, plan_error=plan_error)
+    return _Bundle(path=path, doc=doc, files=files, plan=plan, plan_error=plan_error, unreadable=unreadable)
 
 
 def _plan_from_train(src: str | None) -> tuple[Plan | None, str | None]:
@@ -486,10 +518,18 @@ def _plan_from_train(src: str | None) -> tuple[Plan | None, str | None]:
         cfg = train_constants(src).get("CONFIG")
     except SyntaxError as exc:
         return None, f"train.py does not parse: {exc.msg} (line {exc.lineno})"
+    except (RecursionError, MemoryError):  # the parser recurses once per nesting level
+        return None, "train.py does not parse: expressions nested too deeply"
     if not isinstance(cfg, dict):
         return None, "train.py has no literal CONFIG dict"
+    from rules.bundle import plan_value_problem
+
+    values = {k: cfg[k] for k in Plan.__dataclass_fields__ if k in cfg}
+    found = plan_value_problem(values)
+    if found:
+        return None, f"train.py CONFIG: {found[0]} {found[1]}"
     try:
-        return Plan(**{k: cfg[k] for k in Plan.__dataclass_fields__ if k in cfg}), None
+        return Plan(**values), None
     except TypeError as exc:
         return None, f"train.py CONFIG is incomplete: {exc}"
 
@@ -501,13 +541,18 @@ def _uses_deepspeed(b: _Bundle) -> bool:
 
 
 def _predictions(doc: dict) -> dict:
+    """plan.json's predictions; a value that is not a finite number (text, true, NaN) is None: nothing to compare."""
     mem = doc.get("memory") or {}
     spd = doc.get("speed") or {}
+
+    def number(value: Any) -> float | int | None:
+        return value if _num(value) is not None and math.isfinite(value) else None
+
     return {
-        "per_gpu_peak_bytes": mem.get("per_gpu_peak_bytes"),
-        "per_gpu_reserved_bytes": mem.get("per_gpu_reserved_bytes"),
-        "tokens_per_second": spd.get("tokens_per_second"),
-        "step_seconds": spd.get("step_seconds"),
+        "per_gpu_peak_bytes": number(mem.get("per_gpu_peak_bytes")),
+        "per_gpu_reserved_bytes": number(mem.get("per_gpu_reserved_bytes")),
+        "tokens_per_second": number(spd.get("tokens_per_second")),
+        "step_seconds": number(spd.get("step_seconds")),
     }
 
 
@@ -518,6 +563,11 @@ def _step_bundle(b: _Bundle) -> StepResult:
     if _uses_deepspeed(b):
         need.append("ds_config.json")
     missing = [n for n in need if n not in b.files]
+    if b.unreadable:
+        why = next(iter(b.unreadable.values()))
+        more = f" (and {len(b.unreadable) - 1} more)" if len(b.unreadable) > 1 else ""
+        return StepResult("bundle", FAIL, f"{why}{more}",
+                          "replace it with the file generate wrote: trl-advisor generate --force")
     if missing:
         return StepResult("bundle", FAIL, f"{b.path}: missing {', '.join(missing)}",
                           "re-create the bundle with trl-advisor generate --force")
@@ -631,9 +681,10 @@ def _step_packages(b: _Bundle, report, *, cpu: bool) -> StepResult:
     problems, notes, checked = [], [], 0
     for name, spec in _requirements(text):
         have = _installed(name, probed)
+        name, shown = _clip(name, 80), _clip(spec, 80)  # one short line per package whatever the file holds
         checked += 1
         if have is None:
-            problems.append(f"{name} not installed (requirements.txt: {name}{spec})")
+            problems.append(f"{name} not installed (requirements.txt: {name}{shown})")
             continue
         if name == "torch" and "+cpu" in have and not cpu:
             problems.append(f"torch {have} is a CPU build: it cannot train on the GPUs")
@@ -646,13 +697,13 @@ def _step_packages(b: _Bundle, report, *, cpu: bool) -> StepResult:
                 if vercmp.compare(have, want) == 0:
                     continue
                 if name in STRICT_PACKAGES and _minor(have) != _minor(want):
-                    problems.append(f"{name} {have} != {want}")
+                    problems.append(f"{name} {have} != {_clip(want, 80)}")
                 else:
-                    notes.append(f"{name} {have} (pinned {want})")
+                    notes.append(f"{name} {have} (pinned {_clip(want, 80)})")
             elif not vercmp.satisfies(have, spec):
-                problems.append(f"{name} {have} does not satisfy {spec}")
+                problems.append(f"{name} {have} does not satisfy {shown}")
         except vercmp.VersionError:
-            notes.append(f"{name} {have}: cannot compare with {spec}")
+            notes.append(f"{name} {have}: cannot compare with {shown}")
     if problems:
         return StepResult("packages", FAIL, "; ".join(problems),
                           "install the bundle's versions: pip install -r requirements.txt")
@@ -700,11 +751,25 @@ def _run_blocker(b: _Bundle, m: _Machine, bundle_step: StepResult, *, cpu: bool)
     return None
 
 
+def _log_problem(log: Path) -> str | None:
+    """Why verify cannot write its log at `log` (a named pipe would block the open, a symlink would send the log
+    to another file), or None. The log is created empty here, so that the runner and the error path below write to
+    a regular file."""
+    from advisor import safeio
+
+    try:
+        safeio.open_output(log, what="log file").close()
+    except safeio.UnsafeInputError as exc:
+        return exc.message
+    return None
+
+
 def _clear_metrics(folder: Path) -> None:
     """Old rank files would be read as this run's (a run that dies before its first step writes none)."""
     if folder.is_dir():
         for f in folder.glob("rank*.jsonl"):
-            f.unlink()
+            if f.is_symlink() or not f.is_dir():  # unlink removes a pipe or a link without opening it
+                f.unlink()
 
 
 def _step_run(result: RunResult, metrics: Metrics, log: Path, steps: int) -> StepResult:
@@ -880,8 +945,11 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int = DEFAULT_STEPS, ra
     metrics: Metrics | None = None
     log_lines: list[str] = []
     blocker = _run_blocker(b, machine, bundle_step, cpu=cpu)
+    log_problem = None if blocker else _log_problem(b.path / LOG_NAME)
     if blocker:
         run_step = StepResult("run", SKIP, blocker)
+    elif log_problem:
+        run_step = StepResult("run", FAIL, log_problem, f"remove {b.path / LOG_NAME}: verify writes its log there")
     else:
         log = b.path / LOG_NAME
         out.log = str(log)

@@ -1,18 +1,18 @@
 """The hardware probe: GPUs, links, host limits, installed software and launcher context of this machine.
 
 `probe()` never raises for a missing GPU, driver or library: it returns a valid report with notes.
-`load_report(path)` reads a `trl-advisor probe --json` file back. This package is the only one that talks
-to NVML, and imports `pynvml` only inside `probe()`.
+`report_from_data(data, where=...)` validates a `trl-advisor probe --json` document read back (the advisor reads the
+file: advisor.hardware_file.load_report). This package is the only one that talks to NVML, imports `pynvml` only
+inside `probe()`, and imports nothing from the advisor.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import socket
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hw_probe.model import (
@@ -37,10 +37,12 @@ __all__ = [
     "HostInfo",
     "LinkInfo",
     "SoftwareInfo",
+    "ReportError",
     "build_report",
-    "load_report",
+    "check_plausible",
     "probe",
     "render_text",
+    "report_from_data",
 ]
 
 PROBE_HINT = "create one with: trl-advisor probe --json > hw.json"
@@ -88,38 +90,87 @@ def probe(output_dir: str = ".", nvml: Any = None, environ: Mapping[str, str] | 
     )
 
 
-def load_report(path: str | os.PathLike[str]) -> HardwareReport:
-    """Read a `trl-advisor probe --json` file. Raises advisor.errors.InputFileError (one line plus a hint) when
-    the file is missing, unreadable, not JSON, or not a probe report."""
+class ReportError(ValueError):
+    """A hardware report that is not one this version reads, or whose numbers cannot be real. One line in
+    `message`, and a `hint` saying how to get a good one. This package stays free of the advisor: the advisor
+    reads the file (advisor.hardware_file) and turns this into its own usage error."""
+
+    def __init__(self, message: str, *, hint: str = PROBE_HINT) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+MIN_GPU_MEMORY_BYTES = 1 << 30
+"""1 GiB: the smallest memory of a GPU (or MIG slice) that can train anything; the smallest MIG slice NVIDIA sells is
+5 GB (A100 1g.5gb). A smaller total is a typo (KiB or MiB for bytes) that would plan with negative capacity."""
+MAX_GPU_MEMORY_BYTES = 16 << 40
+"""16 TiB per GPU: about 60 times the largest GPU memory shipping (B300: 288 GB HBM3e). A larger total is a typo."""
+MAX_GPUS = 1024
+"""GPUs one report may list: more than any single machine has (an NVL72 rack is 72)."""
+MAX_NODES = 16384
+"""SLURM nodes: more than the largest published training clusters (about 100k GPUs at 8 per node)."""
+
+
+def report_from_data(data: Any, *, where: str) -> HardwareReport:
+    """A parsed `trl-advisor probe --json` document as a validated HardwareReport. `where` names the file in the
+    messages. Raises ReportError when it is not a report of this schema, does not validate, or has numbers no real
+    machine has (see check_plausible)."""
     from pydantic import ValidationError
 
-    from advisor.errors import InputFileError
-
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(f"hardware file not found: {file}", hint=PROBE_HINT) from None
-    except IsADirectoryError:
-        raise InputFileError(f"hardware file is a folder: {file}", hint=PROBE_HINT) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
-        raise InputFileError(f"cannot read hardware file {file}: {reason}", hint=PROBE_HINT) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{file} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                             hint=PROBE_HINT) from None
     if not isinstance(data, dict) or "schema" not in data:
-        raise InputFileError(f"{file} is not a trl-advisor hardware report (no \"schema\" key)", hint=PROBE_HINT)
+        raise ReportError(f"{where} is not a trl-advisor hardware report (no \"schema\" key)")
     if data["schema"] != SCHEMA_ID:
-        raise InputFileError(f"{file} has schema {data['schema']!r}; this version reads {SCHEMA_ID!r}",
-                             hint="re-create it with this version: trl-advisor probe --json > hw.json")
+        shown = data["schema"] if isinstance(data["schema"], str) and len(data["schema"]) <= 60 else "(not text)"
+        raise ReportError(f"{where} has schema {shown!r}; this version reads {SCHEMA_ID!r}",
+                          hint="re-create it with this version: trl-advisor probe --json > hw.json")
     try:
-        return HardwareReport.model_validate(data)
+        report = HardwareReport.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the top level"
+        field = ".".join(str(part) for part in first["loc"]) or "the top level"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise InputFileError(f"{file} is not a valid hardware report: {where}: {first['msg']}{more}",
-                             hint=PROBE_HINT) from None
+        raise ReportError(f"{where} is not a valid hardware report: {field}: {first['msg']}{more}") from None
+    problem = check_plausible(report)
+    if problem:
+        raise ReportError(f"{where}: {problem}",
+                          hint="the numbers are bytes, as `trl-advisor probe --json` writes them; re-create the file "
+                               "on the machine with: trl-advisor probe --json > hw.json")
+    return report
+
+
+def check_plausible(report: HardwareReport) -> str | None:
+    """The first field of a loaded report whose value no real machine has, as `gpus.0.memory_total_bytes is 1024,
+    below 1 GiB`; None when every number is plausible. A live probe may report 0 for a total it could not read (a
+    note says why); a report read back to plan with must have every GPU's memory."""
+    if len(report.gpus) > MAX_GPUS:
+        return f"gpus lists {len(report.gpus)} GPUs, more than the {MAX_GPUS} any machine has"
+    for i, gpu in enumerate(report.gpus):
+        total = gpu.memory_total_bytes
+        at = f"gpus.{i}"
+        if total < MIN_GPU_MEMORY_BYTES:
+            return f"{at}.memory_total_bytes is {total}, below 1 GiB (1073741824): not a GPU's memory in bytes"
+        if total > MAX_GPU_MEMORY_BYTES:
+            return f"{at}.memory_total_bytes is {total}, above 16 TiB: not a GPU's memory in bytes"
+        for name in ("memory_free_bytes", "memory_used_bytes", "other_process_bytes"):
+            value = getattr(gpu, name)
+            if value is not None and value > total:
+                return f"{at}.{name} is {value}, more than the GPU's memory_total_bytes {total}"
+        for j, mig in enumerate(gpu.mig_devices):
+            size = mig.memory_total_bytes
+            if size is not None and size and not MIN_GPU_MEMORY_BYTES <= size <= total:
+                return (f"{at}.mig_devices.{j}.memory_total_bytes is {size}: a MIG slice has between 1 GiB and the "
+                        f"GPU's {total} bytes")
+        for j, process in enumerate(gpu.processes):
+            if process.used_bytes is not None and process.used_bytes > total:
+                return f"{at}.processes.{j}.used_bytes is {process.used_bytes}, more than the GPU's memory"
+        if gpu.power_limit_watts is not None and not math.isfinite(gpu.power_limit_watts):
+            return f"{at}.power_limit_watts is {gpu.power_limit_watts}, not a finite number"
+    nodes = report.cluster.slurm_nodes
+    if nodes is not None and nodes > MAX_NODES:
+        return f"cluster.slurm_nodes is {nodes}, more than the {MAX_NODES} nodes of the largest clusters"
+    for name in ("slurm_gpus_per_node", "world_size", "local_world_size"):
+        value = getattr(report.cluster, name)
+        if value is not None and value > MAX_GPUS * MAX_NODES:
+            return f"cluster.{name} is {value}, more GPUs than any cluster has"
+    return None

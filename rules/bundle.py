@@ -10,14 +10,12 @@ From them it builds a best-effort Plan; every value it had to assume is listed i
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from advisor import safeio
 from advisor.errors import InputFileError
 
 READS = ("ds_config.json (or any *.json with zero_optimization)", "an accelerate YAML (distributed_type)",
@@ -79,6 +77,8 @@ class BundleFiles:
     """requirements.txt: package -> exact version, or None when only a range is given."""
     plan_json: dict | None = None
     assumptions: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    """Files of the folder that were not read (too large, a named pipe, a device, not UTF-8), one line each."""
 
     # ---- views the rules share ----
     @property
@@ -107,10 +107,10 @@ class BundleFiles:
         """What the model is loaded with: `model_init_kwargs`, then any `from_pretrained(...)` keywords."""
         out: dict = {}
         mik = self.trl_args.get("model_init_kwargs")
-        if isinstance(mik, str):
+        if isinstance(mik, str):  # TrlParser accepts a JSON string on the command line and in the YAML
             try:
-                mik = json.loads(mik)
-            except ValueError:
+                mik = safeio.load_json(mik, where="model_init_kwargs")
+            except safeio.UnsafeInputError:
                 mik = None
         if isinstance(mik, dict):
             out.update(mik)
@@ -206,32 +206,57 @@ def dtype_name(value: Any) -> str:
 # ---------------------------------------------------------------- reading
 
 
+ESSENTIAL_FILES = frozenset({"plan.json", "ds_config.json", "accelerate.yaml", "accelerate.yml", "train.py"})
+"""Files whose absence changes the plan the rules judge (backend, ZeRO stage, trainer): one that is there but cannot
+be read is a usage error, not a note, so that a check never passes on a configuration it did not see."""
+
+
 def read_folder(path: str) -> BundleFiles:
-    """Read every configuration file of a folder; InputFileError for a missing folder, a malformed file, or a
-    folder with none of the files this reads."""
+    """Read every configuration file of a folder; InputFileError for a missing folder, a malformed file, an
+    essential file (ESSENTIAL_FILES) that cannot be read, or a folder with none of the files this reads. Other files
+    that cannot be read (larger than MAX_FILE_BYTES, a named pipe, a device, not UTF-8) are skipped and each is
+    named in `notes`."""
     if not os.path.exists(path):
         raise InputFileError(f"{path}: no such folder", hint="pass the folder that holds ds_config.json, "
                                                               "accelerate.yaml, train.py ...")
     if not os.path.isdir(path):
         raise InputFileError(f"{path}: not a folder", hint="check --bundle takes a folder, not a file")
     texts: dict[str, str] = {}
-    for name in sorted(os.listdir(path)):
+    notes: list[str] = []
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot list the folder ({exc.strerror or exc})",
+                             hint="check the folder's permissions") from None
+    for name in names:
+        if not _interesting(name):
+            continue
         full = os.path.join(path, name)
-        if not os.path.isfile(full) or not _interesting(name):
-            continue
-        if os.path.getsize(full) > MAX_FILE_BYTES:
-            continue
         try:
-            with open(full, encoding="utf-8") as fh:
-                texts[name] = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputFileError(f"{full}: cannot be read ({exc.__class__.__name__})",
-                                 hint="check the file's permissions and that it is UTF-8 text") from exc
+            texts[name] = safeio.read_text(full, max_bytes=MAX_FILE_BYTES, what="bundle file")
+        except safeio.UnsafeInputError as exc:
+            if name in ESSENTIAL_FILES:
+                raise InputFileError(exc.message, hint=_UNREADABLE_HINT) from None
+            notes.append(f"skipped {name}: {_skip_reason(exc, full)}")
     files = parse_texts(texts, root=path)
+    files.notes = notes + files.notes
     if not _has_training_config(files):
         raise InputFileError(f"no training configuration files in {path}",
                              hint="check --bundle reads: " + "; ".join(READS))
     return files
+
+
+_UNREADABLE_HINT = ("configuration files are UTF-8 text files of at most 2 MB (not a named pipe, device or folder); "
+                    "replace it with the real file")
+
+
+def _skip_reason(exc: safeio.UnsafeInputError, full: str) -> str:
+    """Why a file was not read, without repeating its path: the error message after the path."""
+    text = exc.message
+    for prefix in (f"bundle file {full} ", f"cannot read bundle file {full}: "):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
 def _interesting(name: str) -> bool:
@@ -269,6 +294,7 @@ def parse_texts(texts: dict[str, Any], root: str | None = None) -> BundleFiles:
 
     if "plan.json" in jsons:
         files.plan_json = jsons.pop("plan.json")
+        check_plan_json(files.plan_json, os.path.join(root, "plan.json") if root else "plan.json")
     for name, data in yamls.items():
         if ACCELERATE_MARKERS & set(data) and files.accelerate is None:
             files.accelerate, files.accelerate_name = data, name
@@ -285,10 +311,14 @@ def parse_texts(texts: dict[str, Any], root: str | None = None) -> BundleFiles:
 
 def _load_json(text: str, where: str) -> dict:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                             hint="fix the syntax (JSON has no comments and no trailing commas)") from exc
+        data = safeio.load_json(text, where=where)
+    except safeio.UnsafeInputError as exc:
+        message = exc.message
+        if exc.syntax:
+            line, column, expected = exc.syntax
+            message = f"{where}: invalid JSON at line {line} column {column}: {expected}"
+        raise InputFileError(message, hint="fix the syntax (JSON has no comments, trailing commas, NaN or Infinity)") \
+            from None
     if not isinstance(data, dict):
         raise InputFileError(f"{where}: expected a JSON object at the top level, found {type(data).__name__}",
                              hint="a DeepSpeed config is an object such as {\"zero_optimization\": {...}}")
@@ -297,12 +327,10 @@ def _load_json(text: str, where: str) -> dict:
 
 def _load_yaml(text: str, where: str) -> dict:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise InputFileError(f"{where}: invalid YAML{at}: {problem}", hint="fix the indentation or quoting") from exc
+        data = safeio.load_yaml(text, where=where)
+    except safeio.UnsafeInputError as exc:
+        raise InputFileError(exc.message, hint="fix the indentation or quoting; aliases (*name) are not accepted: "
+                             "write the values out") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -366,6 +394,17 @@ def _merge_trl_args(files: BundleFiles) -> None:
 
 
 def _read_train_py(files: BundleFiles, text: str, where: str) -> None:
+    try:
+        _read_train_tree(files, text, where)
+    except (RecursionError, MemoryError):
+        # CPython's parser and ast.unparse recurse once per nesting level: `x = 1+1+...` 500 terms deep, or
+        # thousands of nested unary operators, exhaust the stack. No training script is written like that.
+        raise InputFileError(f"{where}: expressions nested too deeply to read",
+                             hint="the file is read with ast (never run); split the deeply nested expression") \
+            from None
+
+
+def _read_train_tree(files: BundleFiles, text: str, where: str) -> None:
     try:
         tree = ast.parse(text, filename=where)
     except SyntaxError as exc:
@@ -529,6 +568,93 @@ def _dotted(node: ast.AST) -> str | None:
 # ---------------------------------------------------------------- files -> plan
 
 PLAN_DEFAULTS_NOTE = "not in the files: assumed"
+_PLAN_JSON_HINT = "re-create the bundle with trl-advisor generate --force, or correct the value in plan.json"
+
+
+def _plan_limits() -> dict[str, tuple[str, float | None, float | None]]:
+    """Plan field -> (kind, lowest, highest). Sizes and counts are bounded by the CLI's own flag limits
+    (advisor.request.LIMITS), so that a value read from a file cannot drive a loop or an allocation the flags
+    could not (rules.common.divisors walks up to the square root of a process count)."""
+    from dataclasses import fields
+
+    from advisor import request
+    from advisor.plan import Plan
+
+    limits = request.LIMITS
+    most_processes = limits["gpus"][1] * limits["nodes"][1]
+    ranges = {"zero_stage": limits["zero"][:2], "gpus_per_node": limits["gpus"][:2], "nodes": limits["nodes"][:2],
+              "num_processes": (1, most_processes), "lora_alpha": (0, 2 * limits["lora_r"][1]),
+              "num_generations": (0, limits["num_generations"][1]),
+              "max_completion_len": (0, limits["max_completion_len"][1]), "vllm_mem_fraction": (0.0, 1.0)}
+    out: dict[str, tuple[str, float | None, float | None]] = {}
+    for f in fields(Plan):
+        kind = f.type if isinstance(f.type, str) else f.type.__name__  # "int" either way
+        low, high = ranges.get(f.name, limits[f.name][:2] if f.name in limits else (None, None))
+        out[f.name] = (kind, low, high)
+    return out
+
+
+def plan_value_problem(values: dict, *, lower: bool = True) -> tuple[str, str] | None:
+    """(field, why) for the first value of a Plan's keyword arguments with the wrong type (`gpus_per_node` as
+    "eight", `nodes` as [2], true as a count) or outside its bound; None when every value can build a Plan.
+    lower=False checks only the upper bounds: a value derived from several files may be 0 or negative (vLLM server
+    GPUs taking every GPU), which a rule reports as a finding. Values of the right type that describe an
+    inconsistent plan are the rules' business, not this check's."""
+    limits = _plan_limits()
+    for name, value in values.items():
+        if name not in limits:
+            continue
+        kind, low, high = limits[name]
+        problem = safeio.value_problem(value, kind, low=low if lower else None, high=high)
+        if problem:
+            return name, problem
+    return None
+
+
+def _section(doc: dict, key: str, where: str) -> dict:
+    """doc[key] when it is an object, {} when absent or null; InputFileError naming the key otherwise."""
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputFileError(f"{where}: {key} is {safeio.shown(value)}, expected an object", hint=_PLAN_JSON_HINT)
+    return value
+
+
+def check_plan_json(doc: dict, where: str = "plan.json") -> None:
+    """The plan.json values that readers use before any rule runs: `model.id` and `request.model` are text,
+    `hardware.gpu` is text, `hardware.gpus_per_node` / `nodes` / `gpu_memory_bytes` are whole numbers in range,
+    `plan`'s values fit the Plan fields, `files` is a list of names. InputFileError names the first wrong key."""
+    from advisor import request
+
+    def fail(key: str, problem: str) -> None:
+        raise InputFileError(f"{where}: {key} {problem}", hint=_PLAN_JSON_HINT)
+
+    for section in ("model", "request", "hardware", "plan", "memory", "speed"):
+        _section(doc, section, where)
+    model = _section(doc, "model", where)
+    for key, value in (("model.id", model.get("id")), ("request.model", _section(doc, "request", where).get("model"))):
+        if value is not None:
+            problem = safeio.value_problem(value, "str") or (request.text_problem(value) if len(value) <= 1000
+                                                             else "is longer than 1000 characters")
+            if problem:
+                fail(key, problem)
+    hw = _section(doc, "hardware", where)
+    gpus, nodes = request.LIMITS["gpus"], request.LIMITS["nodes"]
+    for key, kind, low, high in (("gpu", "str", None, None), ("gpus_per_node", "int", gpus[0], gpus[1]),
+                                 ("nodes", "int", nodes[0], nodes[1]),
+                                 ("gpu_memory_bytes", "int", 0, 1 << 44)):  # 16 TiB, as hw_probe's bound
+        if hw.get(key) is not None:
+            problem = safeio.value_problem(hw[key], kind, low=low, high=high)
+            if problem:
+                fail(f"hardware.{key}", problem)
+    plan = _section(doc, "plan", where)
+    found = plan_value_problem(plan)
+    if found:
+        fail(f"plan.{found[0]}", found[1])
+    listed = doc.get("files")
+    if listed is not None and not (isinstance(listed, list) and all(isinstance(n, str) for n in listed)):
+        fail("files", f"is {safeio.shown(listed)}, expected a list of file names")
 
 
 def model_id(files: BundleFiles) -> str | None:
@@ -537,36 +663,49 @@ def model_id(files: BundleFiles) -> str | None:
     if isinstance(value, str) and not isinstance(value, Unresolved):
         return value
     plan_model = (files.plan_json or {}).get("model")
-    if isinstance(plan_model, dict) and plan_model.get("id"):
-        return str(plan_model["id"])
+    if isinstance(plan_model, dict) and isinstance(plan_model.get("id"), str) and plan_model["id"]:
+        return plan_model["id"]
     request = (files.plan_json or {}).get("request")
-    if isinstance(request, dict) and request.get("model"):
-        return str(request["model"])
+    if isinstance(request, dict) and isinstance(request.get("model"), str) and request["model"]:
+        return request["model"]
     return files.model_ids[0] if files.model_ids else None
 
 
 def hardware_hint(files: BundleFiles) -> dict:
-    """GPU id, GPUs per node and nodes as far as the files say (plan.json, then the accelerate YAML)."""
+    """GPU id, GPUs per node and nodes as far as the files say (plan.json, then the accelerate YAML). Values are
+    type- and range-checked: a wrong one is an InputFileError naming the file and the key."""
+    from advisor import request
+
     out: dict = {}
     hw = (files.plan_json or {}).get("hardware")
-    if isinstance(hw, dict):
+    if isinstance(hw, dict):  # check_plan_json ran on it when the folder was read
         out.update({k: hw[k] for k in ("gpu", "gpus_per_node", "nodes") if hw.get(k)})
     acc = files.accelerate or {}
+    where = files.accelerate_name or "the accelerate YAML"
+    gpus, nodes = request.LIMITS["gpus"], request.LIMITS["nodes"]
     machines = _int(acc.get("num_machines")) or 1
     procs = _int(acc.get("num_processes"))
+    if not 1 <= machines <= nodes[1]:
+        raise InputFileError(f"{where}: num_machines is {machines}, outside 1 to {nodes[1]}",
+                             hint="num_machines counts the nodes of the job")
+    if procs is not None and not 0 <= procs <= gpus[1] * nodes[1]:
+        raise InputFileError(f"{where}: num_processes is {procs}, outside 0 to {gpus[1] * nodes[1]:,}",
+                             hint="num_processes counts the training processes over all nodes (one per GPU)")
     if "nodes" not in out and machines:
         out["nodes"] = machines
     if "gpus_per_node" not in out and procs and procs > 0:
-        out["gpus_per_node"] = max(1, procs // max(1, out.get("nodes", 1))) + (files.vllm_server_gpus() or 0)
+        per_node = max(1, procs // max(1, out.get("nodes", 1))) + (files.vllm_server_gpus() or 0)
+        out["gpus_per_node"] = min(per_node, gpus[1])
     return out
 
 
 def _int(value: Any) -> int | None:
+    """A whole number from a config value (`8`, `"8"`), None for anything else (booleans, text, 40-digit strings)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,18}", value.strip()):
         return int(value)
     return None
 
@@ -584,8 +723,8 @@ def plan_from_files(files: BundleFiles, model, target):
     a = files.trl_args
     notes = files.assumptions
 
-    def get(name: str, default: Any, why: str = "") -> Any:
-        value = a.get(name)
+    def get(name: str, default: Any, why: str = "", kind: str | None = None) -> Any:
+        value = _arg(files, name, kind) if kind else a.get(name)
         if value is None or isinstance(value, Unresolved):
             notes.append(f"{name} = {default!r} ({why or PLAN_DEFAULTS_NOTE})")
             return default
@@ -645,8 +784,10 @@ def plan_from_files(files: BundleFiles, model, target):
         method = "qlora"
     elif files.peft_enabled():
         method = "lora"
-    lora_r = a.get("lora_r") or files.configs.get("LoraConfig", {}).get("r") or 16
-    lora_alpha = a.get("lora_alpha") or files.configs.get("LoraConfig", {}).get("lora_alpha") or 2 * lora_r
+    lora = files.configs.get("LoraConfig", {})
+    lora_r = _arg(files, "lora_r", "int") or _arg(files, "r", "int", lora, "LoraConfig") or 16
+    lora_alpha = (_arg(files, "lora_alpha", "float") or _arg(files, "lora_alpha", "float", lora, "LoraConfig")
+                  or 2 * lora_r)
 
     fp16 = _truthy(a.get("fp16"))
     bf16 = a.get("bf16")
@@ -662,8 +803,8 @@ def plan_from_files(files: BundleFiles, model, target):
         precision = "fp32"
 
     if generating:
-        max_completion = get("max_completion_length", 512, "GRPOConfig/RLOOConfig default")
-        vllm_len = a.get("vllm_max_model_length")
+        max_completion = get("max_completion_length", 512, "GRPOConfig/RLOOConfig default", "int")
+        vllm_len = _arg(files, "vllm_max_model_length", "int")
         if isinstance(vllm_len, int):
             seq_len = vllm_len
         else:
@@ -674,8 +815,8 @@ def plan_from_files(files: BundleFiles, model, target):
         seq_len = get("max_length", 1024, "TRL default max_length")
         if not isinstance(seq_len, int) or seq_len <= 0:
             seq_len = 1024
-    micro = get("per_device_train_batch_size", 8, "TrainingArguments default")
-    accum = get("gradient_accumulation_steps", 1, "TrainingArguments default")
+    micro = get("per_device_train_batch_size", 8, "TrainingArguments default", "int")
+    accum = get("gradient_accumulation_steps", 1, "TrainingArguments default", "int")
     ckpt = _truthy(a.get("activation_checkpointing", a.get("gradient_checkpointing", True)))
     # FSDP checkpoints layers itself (the trainer flag must then be off); Unsloth has its own ("unsloth" mode)
     ckpt = ckpt or _truthy(fsdp.get("fsdp_activation_checkpointing")) or bool(
@@ -705,23 +846,48 @@ def plan_from_files(files: BundleFiles, model, target):
     ref = "none"
     if trainer in ("dpo", "kto"):
         ref = "precompute" if _truthy(a.get("precompute_ref_log_probs")) else ("none" if method != "full" else "copy")
-    elif trainer == "rloo" or (trainer == "grpo" and (a.get("beta") or 0) > 0):
+    elif trainer == "rloo" or (trainer == "grpo" and (_arg(files, "beta", "float") or 0) > 0):
         ref = "none" if method != "full" else "copy"
     elif trainer == "gkd":
         ref = "copy"  # the teacher model
     unsloth = any(m == "unsloth" or m.startswith("unsloth.") for m, _ in files.imports)
-    return Plan(
+    generations = _arg(files, "num_generations", "int") or resolve.DEFAULT_NUM_GENERATIONS.get(trainer, 0)
+    mem_fraction = _arg(files, "vllm_gpu_memory_utilization", "float")
+    values = dict(
         trainer=trainer, method=method, lora_r=int(lora_r), backend=backend, zero_stage=zero_stage, offload=offload,
-        offload_device=offload_device, precision=precision, seq_len=int(seq_len), micro_batch=int(micro),
-        grad_accum=int(accum), grad_ckpt=_truthy(ckpt), liger=_truthy(a.get("use_liger_kernel")), attn=attn,
-        packing=_truthy(a.get("packing")), sp_size=sp, cp_size=cp, num_processes=int(procs), nodes=int(nodes),
-        gpus_per_node=target.gpus_per_node, unsloth=unsloth,
-        num_generations=int(a.get("num_generations") or resolve.DEFAULT_NUM_GENERATIONS.get(trainer, 0))
-        if generating else 0,
-        max_completion_len=int(max_completion), vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
-        vllm_mem_fraction=float(a.get("vllm_gpu_memory_utilization", 0.3)) if vllm_mode == "colocate" else 0.0,
+        offload_device=offload_device, precision=precision, seq_len=seq_len, micro_batch=micro,
+        grad_accum=accum, grad_ckpt=_truthy(ckpt), liger=_truthy(a.get("use_liger_kernel")), attn=attn,
+        packing=_truthy(a.get("packing")), sp_size=sp, cp_size=cp, num_processes=procs, nodes=nodes,
+        gpus_per_node=target.gpus_per_node, unsloth=unsloth, num_generations=generations if generating else 0,
+        max_completion_len=max_completion, vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
+        vllm_mem_fraction=(0.3 if mem_fraction is None else float(mem_fraction)) if vllm_mode == "colocate" else 0.0,
         ref_model=ref, lora_alpha=int(lora_alpha), trust_remote_code=_truthy(a.get("trust_remote_code")),
     )
+    found = plan_value_problem(values, lower=False)
+    if found:
+        name, problem = found
+        raise InputFileError(f"{files.root or 'the bundle'}: the files give {name} a value that {problem}",
+                             hint="correct the value in train.py, the TRL YAML or the accelerate YAML")
+    return Plan(**values)
+
+
+_ARG_HINT = "write the value as a literal number in the file (the reader never runs train.py)"
+
+
+def _arg(files: BundleFiles, name: str, kind: str, source: dict | None = None, label: str | None = None) -> Any:
+    """A numeric TRL/TrainingArguments value (`source`: another call's keywords, e.g. LoraConfig's) as the files
+    give it; None when absent or an expression the reader cannot evaluate. A value of the wrong type (`"eight"`,
+    true, a list) is an InputFileError naming the file and the key."""
+    values = files.trl_args if source is None else source
+    value = values.get(name)
+    if value is None or isinstance(value, Unresolved):
+        return None
+    problem = safeio.value_problem(value, kind)
+    if problem:
+        origin = label or files.trl_args_origin.get(name)
+        where = (files.trl_yaml_name or "the TRL YAML") if origin == "yaml" else f"train.py {origin or ''}".strip()
+        raise InputFileError(f"{where}: {name} {problem}", hint=_ARG_HINT)
+    return value
 
 
 def _plan_from_plan_json(files: BundleFiles, model, target):
@@ -747,6 +913,10 @@ def _plan_from_plan_json(files: BundleFiles, model, target):
         if k not in values:
             values[k] = v
             files.assumptions.append(f"{k} = {v!r} (missing from plan.json)")
+    found = plan_value_problem(values)
+    if found:
+        key = f"plan.{found[0]}" if found[0] in data else f"request.{found[0]}"
+        raise InputFileError(f"plan.json: {key} {found[1]}", hint=_PLAN_JSON_HINT)
     try:
         return Plan(**values)
     except TypeError:

@@ -72,7 +72,19 @@ def trainer_generates(ctx: Context) -> bool:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n in increasing order, by trial division up to sqrt(n) (n is a GPU count or a batch size:
+    bounded by advisor.request.LIMITS, so at most a few thousand steps)."""
+    if n < 1:
+        return []
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def as_int(value: Any) -> int | None:

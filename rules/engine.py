@@ -169,8 +169,10 @@ def check_bundle(path: str, *, hardware: str | None = None) -> CheckReport:
     """Read a folder of training configuration files, rebuild the plan they describe, and run every rule (the
     CFG rules read the files themselves)."""
     ctx = bundle_context(path, hardware=hardware)
+    # files of the folder that were not read (too large, a named pipe, a device) first: the findings did not see them
     return CheckReport(findings=run_rules(ctx), plan=ctx.plan, model=ctx.model, target=ctx.target,
-                       assumptions=list(ctx.files.assumptions), notes=list(ctx.target.notes), source=path)
+                       assumptions=list(ctx.files.assumptions), notes=[*ctx.files.notes, *ctx.target.notes],
+                       source=path)
 
 
 def bundle_context(path: str, *, hardware: str | None = None) -> Context:
@@ -200,10 +202,10 @@ def bundle_target(files, model_name: str, hardware: str | None):
 
     hint = bundle.hardware_hint(files)
     if hardware:
-        import hw_probe
+        from advisor.hardware_file import load_report
 
         req = Request(model=model_name, nodes=hint.get("nodes") if hint.get("nodes", 1) > 1 else None)
-        return resolve.target_from_report(hw_probe.load_report(hardware), req, origin="file")
+        return resolve.target_from_report(load_report(hardware), req, origin="file")
     gpu_name = hint.get("gpu")
     if not gpu_name:
         gpu_name = resolve.DEFAULT_GPU
@@ -217,11 +219,16 @@ def bundle_target(files, model_name: str, hardware: str | None):
 
 
 def _bundle_versions(files, target, plan) -> tuple[dict, dict]:
+    from rules import vercmp
     from rules.model import default_versions, normalize_package
 
     versions, origin = default_versions(target, plan)
     for name, value in (files.requirements or {}).items():
         key = normalize_package(name)
+        if value is not None and not vercmp.is_version(value):
+            files.assumptions.append(f"{name} version unknown (requirements.txt pins {vercmp.shown(value)}, which "
+                                     "is not a version this reads)")
+            value = None
         if value is None:  # a range in requirements.txt: no single version to assume
             versions.pop(key, None)
             origin.pop(key, None)

@@ -192,7 +192,10 @@ class Context:
         return self.plan.num_processes
 
     def version(self, package: str) -> str | None:
-        return self.versions.get(normalize_package(package)) if self.versions else None
+        """The version of `package` the rules assume; None when it is not known or cannot be read as a version
+        (a 5,000-digit pin in requirements.txt, a probe's odd local build string): unknown, never a crash."""
+        value = self.versions.get(normalize_package(package)) if self.versions else None
+        return value if value is None or vercmp.is_version(value) else None
 
     def arg(self, name: str, default: Any = None) -> Any:
         """A TRL/TrainingArguments value from the user's files (train.py, TRL YAML), else `default`."""

@@ -292,8 +292,9 @@ def ulysses_seq_len_divisible(ctx: Context) -> Result:
     seq = ctx.plan.seq_len
     if seq % sp:
         down = seq - seq % sp
+        lengths = f"{down} (or {down + sp})" if down else f"{sp}"
         return fail(f"seq_len {seq} is not divisible by sp {sp}",
-                    f"use --seq-len {down} (or {down + sp}) and pad_to_multiple_of={sp}", {"seq_len": down or sp})
+                    f"use --seq-len {lengths} and pad_to_multiple_of={sp}", {"seq_len": down or sp})
     return ok(f"seq_len {seq} divisible by sp {sp}")
 
 
@@ -419,8 +420,9 @@ def ring_cp_seq_len_divisible(ctx: Context) -> Result:
     seq = ctx.plan.seq_len
     if seq % unit:
         down = seq - seq % unit
+        lengths = f"{down} (or {down + unit})" if down else f"{unit}"
         return fail(f"seq_len {seq} is not divisible by 2 x cp = {unit}",
-                    f"use --seq-len {down} (or {down + unit}) and pad_to_multiple_of={unit}", {"seq_len": down or unit})
+                    f"use --seq-len {lengths} and pad_to_multiple_of={unit}", {"seq_len": down or unit})
     return ok(f"seq_len {seq} divisible by {unit}")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rules.common import NO_FILES, as_float, as_int, divisors, is_flash, join, truthy, uses_peft
 from rules.model import Context, Result, fail, na, ok
 from rules.registry import rule
@@ -65,7 +67,10 @@ def generation_batch_divisible(ctx: Context) -> Result:
     valid = [d for d in divisors(gbs) if d >= 2]
     p = ctx.plan
     per_step = p.micro_batch * p.num_processes
-    ga = next((g for g in range(p.grad_accum + 1, p.grad_accum + ng + 1) if (per_step * g) % ng == 0), None)
+    # the next accumulation that makes per_step x ga a multiple of ng: ga must be a multiple of ng / gcd(per_step, ng)
+    # (closed form: a search one value at a time would take ng steps, and ng comes from the user)
+    unit = ng // math.gcd(per_step, ng) if per_step > 0 else 0
+    ga = (p.grad_accum // unit + 1) * unit if unit else None
     options = f"num_generations in {{{join(valid)}}}" if valid else "no num_generations >= 2 divides it"
     if ga and not ctx.has_arg("generation_batch_size"):
         options += f", or --grad-accum {ga} to keep num_generations {ng}"

@@ -19,6 +19,14 @@ _VERSION = re.compile(
 _PHASE_RANK = {"dev": -4, "a": -3, "alpha": -3, "b": -2, "beta": -2, "c": -1, "rc": -1, "pre": -1, "preview": -1,
                "post": 1}
 _OPERATORS = ("~=", "==", "!=", ">=", "<=", ">", "<")
+MAX_VERSION_CHARS = 64
+"""Longest version string read. Real ones are short (`2026.10.9`, `5.24.0.dev0`, `2.13.0+cu130` has 12 characters;
+local labels of nightly builds reach about 30); a longer string is not a version of a package we check."""
+MAX_RELEASE_PARTS = 12
+"""Release components (`1.2.3` has 3): PEP 440 sets no limit, real releases have at most 4 or 5."""
+MAX_PART_DIGITS = 9
+"""Digits of one number in a version (calendar versions have 8: `20260110`). Python's int() refuses more than
+4,300 digits with a ValueError; this keeps every number a small int and the error a VersionError."""
 
 
 class VersionError(ValueError):
@@ -27,18 +35,59 @@ class VersionError(ValueError):
 
 def parse(version: str) -> tuple[tuple[int, ...], int, int, int, int]:
     """`1.16.0rc1` -> ((1, 16), -1, 1, 0, 0): release without trailing zeros, suffix rank and number, then a
-    second suffix (`1.0rc1.dev2`). Trailing zeros are dropped so that `1.16` == `1.16.0`."""
-    m = _VERSION.match(str(version))
-    if not m:
-        raise VersionError(f"not a version: {version!r}")
-    release = [int(x) for x in m["release"].split(".")]
+    second suffix (`1.0rc1.dev2`). Trailing zeros are dropped so that `1.16` == `1.16.0`. VersionError for
+    anything else, including strings longer than MAX_VERSION_CHARS and numbers longer than MAX_PART_DIGITS."""
+    m = _match(version)
+    release = list(_release(m["release"], version))
     while len(release) > 1 and release[-1] == 0:
         release.pop()
     phase = _PHASE_RANK[m["phase"].lower()] if m["phase"] else 0
-    num = int(m["num"] or 0)
+    num = _number(m["num"], version)
     phase2 = _PHASE_RANK[m["phase2"].lower()] if m["phase2"] else 0
-    num2 = int(m["num2"] or 0)
+    num2 = _number(m["num2"], version)
     return tuple(release), phase, num, phase2, num2
+
+
+def is_version(version: object) -> bool:
+    """True when `version` is a version string parse() reads."""
+    if not isinstance(version, str):
+        return False
+    try:
+        parse(version)
+    except VersionError:
+        return False
+    return True
+
+
+def shown(text: object) -> str:
+    """A version string as a message shows it: repr, cut after MAX_VERSION_CHARS characters."""
+    value = repr(text)
+    return value if len(value) <= MAX_VERSION_CHARS + 2 else value[:MAX_VERSION_CHARS - 1] + "...'"
+
+
+def _match(version: object) -> re.Match:
+    text = str(version)
+    if len(text) > MAX_VERSION_CHARS:
+        raise VersionError(f"not a version: {shown(text)} ({len(text)} characters, at most {MAX_VERSION_CHARS})")
+    m = _VERSION.match(text)
+    if not m:
+        raise VersionError(f"not a version: {shown(text)}")
+    return m
+
+
+def _release(text: str, version: object) -> tuple[int, ...]:
+    parts = text.split(".")
+    if len(parts) > MAX_RELEASE_PARTS:
+        raise VersionError(f"not a version: {shown(version)} (more than {MAX_RELEASE_PARTS} release numbers)")
+    return tuple(_number(part, version) for part in parts)
+
+
+def _number(digits: str | None, version: object) -> int:
+    if not digits:
+        return 0
+    if len(digits) > MAX_PART_DIGITS or not digits.isdigit():
+        raise VersionError(f"not a version: {shown(version)} (a number longer than {MAX_PART_DIGITS} digits)")
+    return int(digits)
 
 
 def compare(a: str, b: str) -> int:
@@ -67,15 +116,14 @@ def _clause(version: str, clause: str) -> bool:
             target = clause[len(op):].strip()
             break
     else:
-        raise VersionError(f"not a version specifier: {clause!r} (use one of {', '.join(_OPERATORS)})")
+        raise VersionError(f"not a version specifier: {shown(clause)} (use one of {', '.join(_OPERATORS)})")
     if target.endswith(".*"):
         if op not in ("==", "!="):
-            raise VersionError(f"a wildcard is only allowed with == or !=: {clause!r}")
-        prefix = tuple(int(x) for x in target[:-2].split("."))
-        full = _VERSION.match(str(version))
-        if not full:
-            raise VersionError(f"not a version: {version!r}")
-        release = tuple(int(x) for x in full["release"].split("."))
+            raise VersionError(f"a wildcard is only allowed with == or !=: {shown(clause)}")
+        if not re.fullmatch(r"\d+(?:\.\d+)*", target[:-2]):
+            raise VersionError(f"not a version prefix: {shown(clause)}")
+        prefix = _release(target[:-2], clause)
+        release = _release(_match(version)["release"], version)
         matched = _pad(release, len(prefix))[: len(prefix)] == prefix
         return matched if op == "==" else not matched
     c = compare(version, target)
@@ -94,7 +142,7 @@ def _clause(version: str, clause: str) -> bool:
     # ~= X.Y.Z: >= X.Y.Z and == X.Y.* (PEP 440 compatible release)
     parts = target.split(".")
     if len(parts) < 2:
-        raise VersionError(f"~= needs at least two release numbers: {clause!r}")
+        raise VersionError(f"~= needs at least two release numbers: {shown(clause)}")
     return c >= 0 and _clause(version, "==" + ".".join(parts[:-1]) + ".*")
 
 

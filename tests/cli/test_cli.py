@@ -80,9 +80,9 @@ def test_probe_json_is_valid_without_a_gpu_and_round_trips(tmp_path):
     assert report["schema"] == "trl-advisor/hardware/1"
     saved = tmp_path / "hw.json"
     saved.write_text(proc.stdout)
-    import hw_probe
+    from advisor.hardware_file import load_report
 
-    again = hw_probe.load_report(str(saved))
+    again = load_report(str(saved))
     assert json.loads(again.to_json()) == report
 
 
@@ -92,3 +92,25 @@ def test_models_and_gpus_list_the_catalogues():
     assert len(models) >= 30 and len(gpus) >= 15
     assert {"qwen2.5-7b", "llama-3.1-70b"} <= {m["id"] for m in models}
     assert "H100-80GB" in {g["id"] for g in gpus}
+
+
+def test_an_internal_error_is_exit_3_with_the_traceback_in_a_file(monkeypatch, capsys, tmp_path):
+    """A bug is not a verdict (1) nor a usage error (2): exit 3, one line on stderr naming the traceback's file."""
+    import advisor.cli as cli
+
+    def broken(args):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(cli, "cmd_models", broken)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert cli.main(["models"]) == 3
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("internal error: ZeroDivisionError")
+    assert "Traceback" not in err
+    (crash,) = tmp_path.glob("trl-advisor-crash-*.txt")
+    assert "Traceback" in crash.read_text() and "ZeroDivisionError" in crash.read_text()
+    assert cli.main(["--debug", "models"]) == 3
+    assert "Traceback" in capsys.readouterr().err  # --debug prints it instead

@@ -1,5 +1,6 @@
-"""write_bundle is all or nothing: refuses an existing folder without --force, replaces it with --force, and
-leaves nothing half-written (and the old folder intact) when a write fails."""
+"""write_bundle is all or nothing: refuses an existing folder without --force, replaces with --force only a folder
+trl-advisor wrote (its marker) or an empty one, never follows or replaces a link, and leaves nothing half-written
+(and the old folder intact) when a write fails."""
 
 from __future__ import annotations
 
@@ -7,56 +8,232 @@ import os
 
 import pytest
 
-from advisor import generate
+from advisor import bundle_write, generate
+from advisor.bundle_write import MARKER_NAME, MARKER_TEXT
 from advisor.errors import OutputExistsError
 from advisor.generate import write_bundle
 
 FILES = {"README.md": "# r\n", "train.py": "print('hi')\n", "launch.sh": "#!/usr/bin/env bash\n"}
+BUNDLE = sorted([*FILES, MARKER_NAME])
+"""What a written bundle folder holds: the files and the marker."""
 
 
 def _entries(folder):
     return sorted(os.listdir(folder))
 
 
+def _tree(folder):
+    """Every path under folder (links not followed) with its content or link target: to prove nothing changed."""
+    out = {}
+    for root, dirs, names in os.walk(folder):
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, folder)
+            if os.path.islink(path):
+                out[rel] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                out[rel] = ("dir",)
+            else:
+                with open(path, "rb") as fh:
+                    out[rel] = ("file", fh.read())
+    return out
+
+
+def _an_old_bundle(out):
+    """A bundle written earlier (marker included), with a file the new one no longer holds and what a verify run
+    leaves behind (both trl-advisor's to replace)."""
+    write_bundle({"README.md": "# old\n", "slurm.sbatch": "old"}, str(out), force=False)
+    (out / "metrics").mkdir()
+    (out / "metrics" / "rank0.jsonl").write_text("{}")
+
+
 def test_writes_into_a_new_folder(tmp_path):
     out = tmp_path / "deep" / "bundle"
     written = write_bundle(FILES, str(out), force=False)
-    assert written == [str(out / n) for n in FILES]
+    assert written == [str(out / n) for n in FILES]  # the marker is not among the returned paths
     assert {n: (out / n).read_text() for n in FILES} == FILES
+    assert _entries(out) == BUNDLE
     assert os.access(out / "launch.sh", os.X_OK) and not os.access(out / "README.md", os.X_OK)
     assert _entries(out.parent) == ["bundle"]  # no staging folder left behind
+
+
+def test_modes(tmp_path):
+    files = {"launch.sh": "", "slurm.sbatch": "", "train.py": "", "plan.json": "{}", "README.md": ""}
+    write_bundle(files, str(tmp_path / "b"), force=False)
+    modes = {n: os.stat(tmp_path / "b" / n).st_mode & 0o777 for n in [*files, MARKER_NAME]}
+    assert modes == {"launch.sh": 0o755, "slurm.sbatch": 0o755, "train.py": 0o755, "plan.json": 0o644,
+                     "README.md": 0o644, MARKER_NAME: 0o644}
+
+
+def test_every_file_is_fsynced(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to name a file descriptor")
+    monkeypatch.setattr(generate.os, "fsync", recording_fsync)
+    write_bundle(FILES, str(tmp_path / "b"), force=False)
+    assert set(FILES) | {MARKER_NAME} <= set(synced)
+
+
+def test_the_marker_is_fixed_text(tmp_path):
+    write_bundle(FILES, str(tmp_path / "a"), force=False)
+    write_bundle({"x.txt": "other"}, str(tmp_path / "b" / ("n" * 200)), force=False)
+    assert (tmp_path / "a" / MARKER_NAME).read_text() == MARKER_TEXT
+    assert (tmp_path / "b" / ("n" * 200) / MARKER_NAME).read_bytes() == MARKER_TEXT.encode()
+    assert MARKER_TEXT.splitlines()[0] == "trl-advisor bundle v1"
+
+
+def test_the_marker_name_is_not_a_bundle_file(tmp_path):
+    with pytest.raises(ValueError):
+        write_bundle({MARKER_NAME: "x"}, str(tmp_path / "b"), force=False)
+    assert _entries(tmp_path) == []
 
 
 def test_an_empty_existing_folder_is_fine(tmp_path):
     (tmp_path / "b").mkdir()
     write_bundle(FILES, str(tmp_path / "b"), force=False)
-    assert _entries(tmp_path / "b") == sorted(FILES)
+    assert _entries(tmp_path / "b") == BUNDLE
 
 
-def test_existing_folder_refused_without_force(tmp_path):
-    out = tmp_path / "b"
-    out.mkdir()
-    (out / "mine.txt").write_text("keep")
-    with pytest.raises(OutputExistsError) as err:
-        write_bundle(FILES, str(out), force=False)
-    assert "--force" in err.value.hint
-    assert _entries(out) == ["mine.txt"]
+def test_force_on_an_empty_folder(tmp_path):
+    (tmp_path / "b").mkdir()
+    write_bundle(FILES, str(tmp_path / "b"), force=True)
+    assert _entries(tmp_path / "b") == BUNDLE
     assert _entries(tmp_path) == ["b"]
 
 
-def test_force_replaces_the_old_folder(tmp_path):
+def test_existing_bundle_refused_without_force(tmp_path):
+    out = tmp_path / "b"
+    _an_old_bundle(out)
+    before = _tree(out)
+    with pytest.raises(OutputExistsError) as err:
+        write_bundle(FILES, str(out), force=False)
+    assert "--force" in err.value.hint
+    assert _tree(out) == before
+    assert _entries(tmp_path) == ["b"]
+
+
+def test_force_replaces_a_bundle_written_earlier(tmp_path):
+    out = tmp_path / "b"
+    _an_old_bundle(out)
+    write_bundle(FILES, str(out), force=True)
+    assert _entries(out) == BUNDLE
+    assert (out / "README.md").read_text() == FILES["README.md"]
+    assert _entries(tmp_path) == ["b"]  # the old folder, renamed aside, is gone
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_folder_that_is_not_a_bundle_is_refused_and_untouched(tmp_path, force):
+    out = tmp_path / "thesis"
+    (out / "checkpoints" / "step-100").mkdir(parents=True)
+    (out / "thesis.tex").write_text("\\documentclass{article}")
+    (out / "checkpoints" / "step-100" / "model.safetensors").write_bytes(b"\0" * 64)
+    before = _tree(out)
+    with pytest.raises(OutputExistsError) as err:
+        write_bundle(FILES, str(out), force=force)
+    assert MARKER_NAME in err.value.hint and "--force" not in err.value.hint  # --force would not help
+    assert _tree(out) == before
+    assert _entries(tmp_path) == ["thesis"]
+
+
+@pytest.mark.parametrize("marker", [
+    pytest.param(None, id="only-a-dot-file"),
+    pytest.param(b"", id="empty-marker"),
+    pytest.param(b"not a trl-advisor bundle v1\n", id="wrong-first-line"),
+    pytest.param(b"trl-advisor bundle\n", id="no-version"),
+    pytest.param("dir", id="marker-is-a-folder"),
+    pytest.param("link", id="marker-is-a-link"),
+])
+def test_force_needs_a_valid_marker(tmp_path, marker):
     out = tmp_path / "b"
     out.mkdir()
-    (out / "stale.txt").write_text("old")
+    (out / "README.md").write_text("mine")  # bundle-like names do not make it a bundle
+    (out / "plan.json").write_text("{}")
+    if marker is None:
+        (out / ".hidden").write_text("x")
+    elif marker == "dir":
+        (out / MARKER_NAME).mkdir()
+    elif marker == "link":
+        (tmp_path / "real-marker").write_text(MARKER_TEXT)
+        os.symlink(tmp_path / "real-marker", out / MARKER_NAME)
+    else:
+        (out / MARKER_NAME).write_bytes(marker)
+    before = _tree(out)
+    with pytest.raises(OutputExistsError):
+        write_bundle(FILES, str(out), force=True)
+    assert _tree(out) == before
+
+
+@pytest.mark.parametrize("force", [False, True])
+@pytest.mark.parametrize("kind", ["to-a-bundle", "to-an-empty-folder", "to-a-file", "dangling"])
+def test_a_symlink_out_dir_is_refused_and_untouched(tmp_path, kind, force):
+    real = tmp_path / "real"
+    if kind == "to-a-bundle":
+        write_bundle({"README.md": "# old\n"}, str(real), force=False)
+    elif kind == "to-an-empty-folder":
+        real.mkdir()
+    elif kind == "to-a-file":
+        real.write_text("keep")
+    link = tmp_path / "link"
+    os.symlink(real, link)
+    before = _tree(tmp_path)
+    for out_dir in (str(link), str(link) + os.sep):
+        with pytest.raises(OutputExistsError) as err:
+            write_bundle(FILES, out_dir, force=force)
+        assert "link" in err.value.message and err.value.hint
+    assert os.path.islink(link) and os.readlink(link) == str(real)
+    assert _tree(tmp_path) == before  # the link, its target and the parent folder as they were
+
+
+def test_a_file_in_the_way_is_refused(tmp_path):
+    (tmp_path / "b").write_text("x")
+    for force in (False, True):
+        with pytest.raises(OutputExistsError):
+            write_bundle(FILES, str(tmp_path / "b"), force=force)
+    assert (tmp_path / "b").read_text() == "x" and _entries(tmp_path) == ["b"]
+
+
+def test_a_250_byte_folder_name(tmp_path):
+    name = "b" * 250
+    out = tmp_path / name
+    write_bundle(FILES, str(out), force=False)
+    write_bundle(FILES, str(out), force=True)  # replacing it needs an aside name that fits too
+    assert _entries(out) == BUNDLE
+    assert _entries(tmp_path) == [name]
+
+
+def test_a_255_byte_folder_name(tmp_path):
+    out = tmp_path / ("é" * 127 + "x")  # 255 bytes in UTF-8: NAME_MAX
+    write_bundle(FILES, str(out), force=False)
     write_bundle(FILES, str(out), force=True)
-    assert _entries(out) == sorted(FILES)
-    assert _entries(tmp_path) == ["b"]  # the old folder, renamed aside, is gone
+    assert _entries(out) == BUNDLE
+
+
+def test_work_folders_do_not_embed_the_target_name(tmp_path, monkeypatch):
+    made = []
+    real_mkdir = os.mkdir
+
+    def recording_mkdir(path, *args, **kwargs):
+        made.append(os.path.basename(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(bundle_write.os, "mkdir", recording_mkdir)
+    write_bundle(FILES, str(tmp_path / "my-bundle"), force=False)
+    write_bundle(FILES, str(tmp_path / "my-bundle"), force=True)
+    work = [m for m in made if m.startswith(".")]
+    assert work and all(bundle_write._WORK_NAME.fullmatch(m) for m in work)
+    assert all("my-bundle" not in m and len(m.encode()) < 40 for m in work)
 
 
 def test_failure_mid_write_leaves_nothing_and_keeps_the_old_folder(tmp_path, monkeypatch):
     out = tmp_path / "b"
-    out.mkdir()
-    (out / "old.txt").write_text("old")
+    _an_old_bundle(out)
+    before = _tree(out)
     real_fsync = os.fsync
     calls = {"n": 0}
 
@@ -69,26 +246,46 @@ def test_failure_mid_write_leaves_nothing_and_keeps_the_old_folder(tmp_path, mon
     monkeypatch.setattr(generate.os, "fsync", failing_fsync)
     with pytest.raises(OSError):
         write_bundle(FILES, str(out), force=True)
-    assert _entries(out) == ["old.txt"] and (out / "old.txt").read_text() == "old"
+    assert _tree(out) == before
     assert _entries(tmp_path) == ["b"]
 
 
 def test_failure_at_the_final_rename_restores_the_old_folder(tmp_path, monkeypatch):
     out = tmp_path / "b"
-    out.mkdir()
-    (out / "old.txt").write_text("old")
+    _an_old_bundle(out)
+    before = _tree(out)
     real_rename = os.rename
 
     def failing_rename(src, dst):
-        if str(src).split(os.sep)[-1].startswith(".b.new-"):
+        if str(dst) == str(out) and os.path.basename(os.path.dirname(src)).startswith(".tla-new-"):
             raise OSError(5, "I/O error")
         return real_rename(src, dst)
 
     monkeypatch.setattr(generate.os, "rename", failing_rename)
     with pytest.raises(OSError):
         write_bundle(FILES, str(out), force=True)
-    assert _entries(out) == ["old.txt"]
+    assert _tree(out) == before
     assert _entries(tmp_path) == ["b"]
+
+
+def test_failure_to_put_the_old_bundle_back_keeps_it_aside(tmp_path, monkeypatch):
+    """Both renames fail: the old bundle must not be deleted with the work folders; the next write restores it."""
+    out = tmp_path / "b"
+    _an_old_bundle(out)
+    before = _tree(out)
+    real_rename = os.rename
+    monkeypatch.setattr(generate.os, "rename", lambda src, dst: (
+        (_ for _ in ()).throw(OSError(5, "I/O error")) if str(dst) == str(out) else real_rename(src, dst)))
+    with pytest.raises(OSError):
+        write_bundle(FILES, str(out), force=True)
+    monkeypatch.setattr(generate.os, "rename", real_rename)
+    (aside,) = [e for e in _entries(tmp_path) if e.startswith(".tla-old-")]
+    assert _tree(tmp_path / aside / "bundle") == before
+    # This process is alive, so its aside is not stale yet; once it is (simulated), the next write puts it back.
+    monkeypatch.setattr(bundle_write, "_pid_alive", lambda pid: False)
+    write_bundle(FILES, str(tmp_path / "other"), force=False)
+    assert _tree(out) == before
+    assert _entries(tmp_path) == ["b", "other"]
 
 
 def test_new_folder_failure_leaves_nothing(tmp_path, monkeypatch):
@@ -98,13 +295,48 @@ def test_new_folder_failure_leaves_nothing(tmp_path, monkeypatch):
     assert _entries(tmp_path) == []
 
 
-def test_a_file_in_the_way_is_refused(tmp_path):
-    (tmp_path / "b").write_text("x")
+def test_a_folder_that_appears_while_writing_is_not_replaced(tmp_path, monkeypatch):
+    out = tmp_path / "b"
+    real_fsync = os.fsync
+
+    def user_creates_the_folder(fd):
+        if not out.exists():
+            out.mkdir()
+            (out / "mine.txt").write_text("mine")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(generate.os, "fsync", user_creates_the_folder)
     with pytest.raises(OutputExistsError):
-        write_bundle(FILES, str(tmp_path / "b"), force=True)
+        write_bundle(FILES, str(out), force=True)
+    assert _entries(out) == ["mine.txt"]
+    assert _entries(tmp_path) == ["b"]
 
 
 def test_names_must_be_plain(tmp_path):
-    with pytest.raises(ValueError):
-        write_bundle({"../escape.txt": "x"}, str(tmp_path / "b"), force=False)
+    for name in ("../escape.txt", "a/b", "a\\b", ".", "..", "", "a\0b"):
+        with pytest.raises(ValueError):
+            write_bundle({name: "x"}, str(tmp_path / "b"), force=False)
     assert _entries(tmp_path) == []
+
+
+def test_force_keeps_what_the_user_put_in_a_bundle(tmp_path):
+    """A bundle folder also holds what running it made: --force may delete what trl-advisor can make again
+    (metrics, logs, the random-init checkpoint, verify reports, an empty output/), never a trained model."""
+    from advisor.bundle_write import BUNDLE_NAMES
+
+    out = tmp_path / "b"
+    write_bundle(FILES, str(out), force=False)
+    for name in ("metrics", "logs", "random-init", "output"):
+        (out / name).mkdir()
+    (out / "verify-report.json").write_text("{}")
+    write_bundle(FILES, str(out), force=True)  # all of it is ours to replace
+    assert not (out / "metrics").exists() and not (out / "verify-report.json").exists()
+
+    (out / "output").mkdir()
+    (out / "output" / "model.safetensors").write_text("weights")
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError) as err:
+        write_bundle(FILES, str(out), force=True)
+    assert "output/" in err.value.message and "notes.txt" in err.value.message
+    assert (out / "output" / "model.safetensors").read_text() == "weights" and (out / "notes.txt").exists()
+    assert set(generate.BUNDLE_ORDER) <= BUNDLE_NAMES  # every file a bundle can hold is known as ours

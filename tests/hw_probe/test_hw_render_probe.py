@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hw_probe import load_report, probe, render_text
+from advisor.hardware_file import load_report
+from hw_probe import probe, render_text
 from hw_probe.fake import fixture_report
 from hw_probe.model import HardwareReport
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 from verify_cases import make_bundle, plan
 
-import hw_probe
+from advisor import hardware_file
 from advisor.verify import verify
 
 pytestmark = [
@@ -35,7 +35,7 @@ def test_verify_runs_a_tiny_bundle_on_the_cpu(tmp_path, monkeypatch):
     for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                        "CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp_path / "hf")}.items():
         monkeypatch.setenv(key, value)
-    no_gpu = hw_probe.load_report(os.path.join(os.path.dirname(__file__), "..", "fixtures", "hardware",
+    no_gpu = hardware_file.load_report(os.path.join(os.path.dirname(__file__), "..", "fixtures", "hardware",
                                                "no_gpu.json"))
     outcome = verify(bundle, steps=2, random_init=True, synthetic_data=True, probe=lambda: no_gpu,
                      extra_args=["--cpu", "--config-overrides", json.dumps(TINY)], timeout_seconds=300,

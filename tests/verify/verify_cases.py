@@ -16,6 +16,7 @@ from pathlib import Path
 from plan_defaults import build_plan
 
 import hw_probe
+from advisor import hardware_file
 from advisor.generate import render_bundle, write_bundle
 from advisor.plan import Plan
 from advisor.specs import GpuSpec, ModelSpec
@@ -82,7 +83,7 @@ def make_bundle(tmp_path: Path, p: Plan | None = None, *, name: str = "bundle", 
 
 def machine(fixture: str = "h100_sxm_x8_nvlink", *, gpus: int | None = None, software: dict | None = None):
     """A probe report from tests/fixtures/hardware, cut to `gpus` GPUs, with `software` (default INSTALLED)."""
-    report = hw_probe.load_report(HARDWARE / f"{fixture}.json")
+    report = hardware_file.load_report(HARDWARE / f"{fixture}.json")
     data = report.model_dump(by_alias=True)
     if gpus is not None:
         data["gpus"] = data["gpus"][:gpus]
