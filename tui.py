@@ -13,7 +13,7 @@ def make_app():
     from textual.containers import Horizontal, Vertical
     from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
-    from advisor.request import METHODS, TRAINERS
+    from advisor.core.request import METHODS, TRAINERS
 
     class WizardApp(App):
         TITLE = "trl-advisor"
@@ -47,9 +47,10 @@ def make_app():
             self.query_one("#report", Static).update(self._estimate())
 
         def _estimate(self) -> str:
-            from advisor.errors import AdvisorError
-            from advisor.estimate import estimate, render_estimate
-            from advisor.request import Request
+            from advisor.check import estimate_request as estimate
+            from advisor.check import render_estimate
+            from advisor.core.errors import AdvisorError
+            from advisor.core.request import Request
 
             gpus_text = self.query_one("#gpus", Input).value.strip() or "1"
             try:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from advisor import __version__
-from advisor.errors import AdvisorError, ExitCode, NotBuiltError
+from advisor.core.errors import AdvisorError, ExitCode
 
 EPILOG = """examples:
   trl-advisor generate --model 70B --gpus 8 --gpu H100-80GB
@@ -86,7 +86,7 @@ REQUEST_FIELDS = ("model", "trainer", "method", "lora_r", "gpus", "nodes", "gpu"
 
 
 def request_from_args(args: argparse.Namespace):
-    from advisor.request import Request
+    from advisor.core.request import Request
 
     return Request(**{name: getattr(args, name) for name in REQUEST_FIELDS})
 
@@ -158,9 +158,9 @@ def cmd_gpus(args) -> int:
 
 
 def cmd_estimate(args) -> int:
-    from advisor.estimate import estimate, render_estimate
+    from advisor.check import estimate_request, render_estimate
 
-    result = estimate(request_from_args(args))
+    result = estimate_request(request_from_args(args))
     for note in result.get("notes", []):
         _note(note)
     if args.json:
@@ -171,14 +171,14 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_check(args) -> int:
-    import rules
+    from advisor import check
 
     if args.bundle:
-        report = rules.check_bundle(args.bundle, hardware=args.hardware)
+        report = check.check_bundle(args.bundle, hardware=args.hardware)
     else:
         if not args.model:
             raise AdvisorError("check needs --model (or --bundle DIR)", hint="trl-advisor check --model 7B --gpus 8")
-        report = rules.check_request(request_from_args(args))
+        report = check.check_request(request_from_args(args))
     for note in getattr(report, "notes", []) or []:
         _note(note)
     if args.json:
@@ -189,11 +189,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    try:
-        from advisor.planner import generate
-    except ImportError:
-        raise NotBuiltError("`generate` is not built yet in this version",
-                            hint="use `trl-advisor estimate` for one configuration") from None
+    from advisor.bundle.generate import generate
+
     outcome = generate(request_from_args(args), out=args.out, force=args.force)
     for note in outcome.notes:
         _note(note)
@@ -229,11 +226,8 @@ def cmd_rules(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    try:
-        from advisor.verify import verify
-    except ImportError:
-        raise NotBuiltError("`verify` is not built yet in this version",
-                            hint="run the bundle directly: bash launch.sh --max-steps 5") from None
+    from advisor.verify import verify
+
     outcome = verify(args.dir, steps=args.steps, random_init=args.random_init, synthetic_data=args.synthetic_data,
                      timeout_seconds=args.timeout)
     if args.json:
@@ -314,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_text_arguments(args: argparse.Namespace) -> None:
     """Every text flag, whatever the command: no control characters or non-UTF-8 bytes (they would end a comment
     line in a generated script, or garble a terminal). Values are checked here once, before any command runs."""
-    from advisor.request import text_problem
+    from advisor.core.request import text_problem
 
     for name, value in vars(args).items():
         if isinstance(value, str):

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor import memory as M
-from advisor import speed as S
 from advisor.catalog import resolve_gpu, resolve_model
-from advisor.estimate import estimate_plan, plan_from_bench_row
-from advisor.specs import ModelSpec
-from advisor.target import Target
+from advisor.core.specs import ModelSpec
+from advisor.core.target import Target
+from advisor.model import memory as M
+from advisor.model import speed as S
+from advisor.model.estimate import estimate_plan, plan_from_bench_row
 from bench import baselines as B
 
 REPO = Path(__file__).resolve().parents[1]
@@ -235,7 +235,7 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
 # ---------------------------------------------------------------------------------------------------------------------
 @contextmanager
 def _dropout(value: float | None):
-    """The LoRA dropout the run used (PEFT's lora_dropout; advisor.memory assumes the generated bundle's 0.05)."""
+    """The LoRA dropout the run used (PEFT's lora_dropout; advisor.model.memory assumes the generated bundle's 0.05)."""
     old = M.LORA_DROPOUT
     if value is not None:
         M.LORA_DROPOUT = float(value)
@@ -409,7 +409,7 @@ def _target_cell(value: float | None, met: bool | None, *, signed: bool = False)
 
 def verify_runs(path: str = VERIFY, root: Path = REPO) -> list[dict[str, Any]]:
     """The bundles `trl-advisor verify` ran on GPUs: each record with what the model predicts for its plan now."""
-    from advisor.plan import Plan
+    from advisor.core.plan import Plan
 
     out = []
     for rec in _read_jsonl(root / path):
@@ -491,7 +491,7 @@ def render_markdown(report: Report) -> str:
     w("Each measured run is one H200 running one TRL 1.16 configuration (random-weight model, synthetic data). "
       "**Memory** is the peak of `torch.cuda.max_memory_allocated()` over model load, trainer setup and the measured "
       "steps; **step time** is the median of the measured optimizer steps. \"Ours\" is "
-      "`advisor.estimate.estimate_plan(model, plan_from_bench_row(row), Target(H200))`: `per_gpu_peak_bytes`, "
+      "`advisor.model.estimate.estimate_plan(model, plan_from_bench_row(row), Target(H200))`: `per_gpu_peak_bytes`, "
       "`per_gpu_reserved_bytes`, `step_seconds`. Errors are predicted / measured - 1 (positive: over-prediction).")
     w("")
     w("Splits: **fit** = the benchmark rows whose hash put them in the fit split plus the spot measurements; the "

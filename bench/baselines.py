@@ -17,7 +17,7 @@ trainable). That is the comparison the accuracy report makes.
 
 from __future__ import annotations
 
-from advisor.specs import ModelSpec
+from advisor.core.specs import ModelSpec
 
 ACCELERATE_DTYPES = ("float32", "float16", "int8", "int4")
 """`accelerate estimate-memory --dtypes` choices (estimate.py estimate_command_parser). There is no bfloat16 choice;

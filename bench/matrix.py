@@ -1,6 +1,6 @@
 """The benchmark matrix: which TRL runs the calibration measures on one GPU.
 
-Each row is a plain dict. Its knob names are those of `advisor.request.Request` (model, trainer, method, lora_r,
+Each row is a plain dict. Its knob names are those of `advisor.core.request.Request` (model, trainer, method, lora_r,
 seq_len, micro_batch, grad_accum, backend, zero, offload, grad_ckpt, liger, attn, precision, num_generations,
 max_completion_len, ref_model), so `request_kwargs(row)` feeds a row straight to the advisor for its prediction.
 Bench-only keys: `name` (stable, derived from the knobs), `split` ("fit" or "holdout", from a hash of the name),

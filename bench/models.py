@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.specs import ModelSpec
+from advisor.core.specs import ModelSpec
 
 # Copied from the Hugging Face config.json files named in `source`. Qwen2 always has a bias on q/k/v
 # (transformers' Qwen2Attention hard-codes bias=True), hence qkv_bias=True on every Qwen2.5 row.

@@ -6,9 +6,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from advisor.planner import search
-from advisor.request import Request
+from advisor.core.request import Request
 from advisor.resolve import resolve_model, resolve_target
+from advisor.search import search
 
 CASES = {
     "405B, 16 nodes x 8 x H100": Request(model="405B", gpu="H100-80GB", gpus=8, nodes=16),

@@ -2,7 +2,7 @@
 
 `probe()` never raises for a missing GPU, driver or library: it returns a valid report with notes.
 `report_from_data(data, where=...)` validates a `trl-advisor probe --json` document read back (the advisor reads the
-file: advisor.hardware_file.load_report). This package is the only one that talks to NVML, imports `pynvml` only
+file: advisor.resolve.hardware.load_report). This package is the only one that talks to NVML, imports `pynvml` only
 inside `probe()`, and imports nothing from the advisor.
 """
 
@@ -93,7 +93,7 @@ def probe(output_dir: str = ".", nvml: Any = None, environ: Mapping[str, str] | 
 class ReportError(ValueError):
     """A hardware report that is not one this version reads, or whose numbers cannot be real. One line in
     `message`, and a `hint` saying how to get a good one. This package stays free of the advisor: the advisor
-    reads the file (advisor.hardware_file) and turns this into its own usage error."""
+    reads the file (advisor.resolve.hardware) and turns this into its own usage error."""
 
     def __init__(self, message: str, *, hint: str = PROBE_HINT) -> None:
         super().__init__(message)

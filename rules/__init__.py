@@ -19,7 +19,7 @@ from rules import (
     vllm_rules,
 )
 from rules.compat import compat_matrix
-from rules.engine import CheckReport, check_bundle, check_request, failures, reportable, run_rules
+from rules.engine import CheckReport, failures, finding_dicts, reportable, run_rules
 from rules.model import AREAS, Context, Finding, Result, Rule
 from rules.parallelism import valid_sp_sizes
 from rules.registry import RuleDefinitionError, lookup, validate_registry
@@ -36,7 +36,7 @@ def all_rules() -> tuple[Rule, ...]:
 
 
 def get_rule(rule_id: str) -> Rule:
-    """A rule by id or name; unknown -> advisor.errors.UnknownNameError with close matches as the hint."""
+    """A rule by id or name; unknown -> advisor.core.errors.UnknownNameError with close matches as the hint."""
     return lookup(ALL_RULES, rule_id)
 
 
@@ -49,7 +49,7 @@ def explain(rule_id: str) -> str:
 
 __all__ = [
     "ALL_RULES", "AREAS", "CheckReport", "Context", "Finding", "Result", "Rule", "RuleDefinitionError", "all_rules",
-    "check_bundle", "check_request", "compat_matrix", "explain", "explain_json", "failures", "get_rule",
+    "compat_matrix", "finding_dicts", "explain", "explain_json", "failures", "get_rule",
     "render_check", "render_matrix", "render_rules", "reportable", "rules_json", "rules_markdown", "run_rules",
     "valid_sp_sizes",
 ]

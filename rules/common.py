@@ -73,7 +73,7 @@ def trainer_generates(ctx: Context) -> bool:
 
 def divisors(n: int) -> list[int]:
     """The divisors of n in increasing order, by trial division up to sqrt(n) (n is a GPU count or a batch size:
-    bounded by advisor.request.LIMITS, so at most a few thousand steps)."""
+    bounded by advisor.core.request.LIMITS, so at most a few thousand steps)."""
     if n < 1:
         return []
     small, large = [], []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rules.bundle import Unresolved
+from advisor.core.files import Unresolved
 from rules.common import NO_FILES, as_int, truthy, uses_zero3
 from rules.model import Context, Result, fail, na, ok, unknown
 from rules.registry import rule

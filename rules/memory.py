@@ -1,6 +1,6 @@
 """Memory rules (MEM*): does the plan fit in GPU memory, in host RAM, and under the locked-memory limit?
 
-They read the memory estimate (advisor.memory.MemoryEstimate) the caller passes in `Context.memory`; without one the
+They read the memory estimate (advisor.model.memory.MemoryEstimate) the caller passes in `Context.memory`; without one the
 GPU rules are not applicable, and the host-RAM rule falls back to DeepSpeed's own model-state estimator.
 """
 
@@ -18,9 +18,9 @@ ADDITIONAL_BUFFER_FACTOR = 1.5
 
 
 def _estimate(model, plan, target):
-    """advisor.estimate.estimate_plan when it is importable: (MemoryEstimate, speed) or None."""
+    """advisor.model.estimate.estimate_plan when it is importable: (MemoryEstimate, speed) or None."""
     try:
-        from advisor.estimate import estimate_plan
+        from advisor.model.estimate import estimate_plan
     except ImportError:
         return None
     try:
@@ -313,7 +313,7 @@ def fsdp2_fp32_master_weights(ctx: Context) -> Result:
     twice what a bf16 model trained without FSDP holds. On 2 x H200 a DPO Llama-3.1-8B FSDP2 plan estimated without
     this ran out of memory. With it, the one FSDP2 run measured still peaked 17 % of the GPU above the estimate
     (133 GiB against 110 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more
-    headroom (advisor.memory.FSDP2_UNEXPLAINED_MARGIN_FRACTION).
+    headroom (advisor.model.memory.FSDP2_UNEXPLAINED_MARGIN_FRACTION).
 
     ## Fix
     Nothing to change: the estimate counts it. For smaller states, train LoRA (adapters only), or compare the

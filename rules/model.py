@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from rules import vercmp
 
 if TYPE_CHECKING:
-    from advisor.plan import Plan
-    from advisor.request import Request
-    from advisor.specs import ModelSpec
-    from advisor.target import Target
-    from rules.bundle import BundleFiles
+    from advisor.core.files import BundleFiles
+    from advisor.core.plan import Plan
+    from advisor.core.request import Request
+    from advisor.core.specs import ModelSpec
+    from advisor.core.target import Target
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
@@ -173,7 +173,7 @@ class Context:
     model: ModelSpec
     target: Target
     memory: Any = None
-    """advisor.memory.MemoryEstimate, or None when no estimate is available (MEM rules are then not applicable)."""
+    """advisor.model.memory.MemoryEstimate, or None when no estimate is available (MEM rules are then not applicable)."""
     speed: Any = None
     versions: dict | None = None
     files: BundleFiles | None = None

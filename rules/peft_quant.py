@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from advisor.core.files import Unresolved
 from rules import vercmp
-from rules.bundle import Unresolved
 from rules.common import NO_FILES, uses_peft, uses_zero3
 from rules.model import Context, Result, fail, na, ok, unknown
 from rules.registry import rule

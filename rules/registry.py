@@ -85,7 +85,7 @@ def validate_registry(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 
 def lookup(rules: Iterable[Rule], key: str) -> Rule:
     """A rule by id (case-insensitive) or by name; unknown -> UnknownNameError with close matches."""
-    from advisor.errors import UnknownNameError
+    from advisor.core.errors import UnknownNameError
 
     rules = tuple(rules)
     wanted = key.strip()

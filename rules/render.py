@@ -72,7 +72,7 @@ def render_rules() -> str:
 
 
 def explain(rule_id: str) -> str:
-    """`trl-advisor explain ID` (ruff `rule` style). Unknown id -> advisor.errors.UnknownNameError."""
+    """`trl-advisor explain ID` (ruff `rule` style). Unknown id -> advisor.core.errors.UnknownNameError."""
     from rules import get_rule
 
     r = get_rule(rule_id)

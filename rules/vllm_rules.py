@@ -336,7 +336,7 @@ def vllm_server_serves_trained_model(ctx: Context) -> Result:
         return na("no vLLM server command with a model")
     trained = {ctx.model.hf_id.lower(), ctx.model.id.lower()}
     if ctx.files is not None:
-        from rules.bundle import model_id
+        from advisor.core.files import model_id
 
         named = model_id(ctx.files)
         if named:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.plan import Plan
+from advisor.core.plan import Plan
 
 PLAN_DEFAULTS: dict[str, Any] = dict(
     trainer="sft", method="full", lora_r=16, backend="single", zero_stage=0, offload="none", offload_device="cpu",

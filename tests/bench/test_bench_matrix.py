@@ -120,7 +120,7 @@ def test_cheap_rows_first(rows):
 
 
 def test_request_kwargs_build_an_advisor_request(rows):
-    from advisor.request import Request
+    from advisor.core.request import Request
 
     for r in rows:
         req = Request(**M.request_kwargs(r))

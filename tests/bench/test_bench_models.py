@@ -68,7 +68,7 @@ def test_unsupported_architectures_are_refused():
 
 def test_fallback_matches_the_catalogue_when_it_exists():
     catalog = pytest.importorskip("advisor.catalog")
-    from advisor.specs import ModelSpec
+    from advisor.core.specs import ModelSpec
 
     for model_id, fields in BM.FALLBACK.items():
         ours = ModelSpec(id=model_id, **fields)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from advisor.catalog import resolve_model
-from advisor.errors import InputFileError
-from advisor.hf_config import spec_from_config
+from advisor.catalog.hf_config import spec_from_config
+from advisor.core.errors import InputFileError
 
 QWEN25_7B = {  # Qwen/Qwen2.5-7B
     "architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "hidden_size": 3584, "intermediate_size": 18944,

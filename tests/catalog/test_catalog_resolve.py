@@ -10,7 +10,7 @@ import types
 import pytest
 
 from advisor.catalog import hf_cache_dir, match_nvml_name, resolve_gpu, resolve_model
-from advisor.errors import InputFileError, UnknownNameError
+from advisor.core.errors import InputFileError, UnknownNameError
 
 # config.json of HuggingFaceTB/SmolLM2-135M (the keys that matter), used as a stand-in checkpoint.
 SMOL_CONFIG = {

@@ -18,8 +18,8 @@ from advisor.catalog import (
     validate_gpus,
     validate_models,
 )
-from advisor.errors import AdvisorError
-from advisor.specs import GpuSpec, ModelSpec
+from advisor.core.errors import AdvisorError
+from advisor.core.specs import GpuSpec, ModelSpec
 
 MIB = 1 << 20
 

@@ -80,7 +80,7 @@ def test_probe_json_is_valid_without_a_gpu_and_round_trips(tmp_path):
     assert report["schema"] == "trl-advisor/hardware/1"
     saved = tmp_path / "hw.json"
     saved.write_text(proc.stdout)
-    from advisor.hardware_file import load_report
+    from advisor.resolve.hardware import load_report
 
     again = load_report(str(saved))
     assert json.loads(again.to_json()) == report

@@ -7,9 +7,9 @@ import random
 
 from plan_defaults import build_plan
 
-from advisor.plan import Plan
-from advisor.specs import GpuSpec, ModelSpec
-from advisor.target import Target
+from advisor.core.plan import Plan
+from advisor.core.specs import GpuSpec, ModelSpec
+from advisor.core.target import Target
 
 GIB = 1 << 30
 

@@ -8,13 +8,13 @@ import jsonschema
 import pytest
 from gen_cases import MODELS, plan, result, target
 
-from advisor.bundle_check import (
+from advisor.bundle.consistency import (
     check_bundle_files,
     load_schema,
     plan_invariants,
     shell_unquoted_expansions,
 )
-from advisor.generate import render_bundle
+from advisor.bundle.render import render_bundle
 
 
 def _bundle(**kw):

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from gen_cases import MODELS, plan, result, target
 
-from advisor.bundle_check import check_bundle_files, train_constants
-from advisor.generate import default_out_dir, render_bundle
-from advisor.request import Request
+from advisor.bundle.consistency import check_bundle_files, train_constants
+from advisor.bundle.render import default_out_dir, render_bundle
+from advisor.core.request import Request
 
 # (id, plan overrides, model, gpu)
 CASES = [

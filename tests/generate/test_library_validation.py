@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 from gen_cases import MODELS, plan, result, target
 
-from advisor.generate import render_bundle, write_bundle
+from advisor.bundle.render import render_bundle
+from advisor.bundle.write import write_bundle
 
 deepspeed_zero = pytest.importorskip("deepspeed.runtime.zero.config", reason="needs deepspeed ([train] extra)")
 pytest.importorskip("accelerate", reason="needs accelerate ([train] extra)")

@@ -7,8 +7,8 @@ import random
 import yaml
 from gen_cases import MODELS, random_plan, result, target
 
-from advisor.bundle_check import check_bundle_files, plan_invariants
-from advisor.generate import render_bundle
+from advisor.bundle.consistency import check_bundle_files, plan_invariants
+from advisor.bundle.render import render_bundle
 
 N_PLANS = 500
 

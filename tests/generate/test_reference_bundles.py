@@ -1,36 +1,21 @@
 """Reference bundles, byte for byte: for each canonical scenario, `trl-advisor generate` writes a bundle that must
 equal generated/reference/<scenario>/. A diff here is a change in what users run: read it, then regenerate with
 
-    python -m advisor.generate --regen-references
+    python -m advisor.bundle.references
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-from advisor.bundle_check import check_bundle_files
-from advisor.generate import REFERENCE_DIR, REFERENCE_SCENARIOS, generate_reference
+from advisor.bundle.consistency import check_bundle_files
+from advisor.bundle.references import REFERENCE_DIR, REFERENCE_SCENARIOS, generate_reference
+from advisor.check import check_bundle
 
 REPO = Path(__file__).resolve().parents[2]
-REGEN = "python -m advisor.generate --regen-references"
-
-
-
-def _planner_ready() -> bool:
-    if importlib.util.find_spec("advisor.planner") is None:
-        return False
-    import advisor.planner
-
-    return hasattr(advisor.planner, "generate")
-
-
-pytestmark = pytest.mark.skipif(
-    not _planner_ready(),
-    reason="advisor.planner.generate (the plan search behind `trl-advisor generate`) is not built yet",
-)
+REGEN = "python -m advisor.bundle.references"
 
 
 def _read_tree(folder: Path) -> dict[str, bytes]:
@@ -41,7 +26,7 @@ def _read_tree(folder: Path) -> dict[str, bytes]:
 def test_bundle_matches_reference(name, tmp_path):
     reference = REPO / REFERENCE_DIR / name
     if not reference.is_dir():
-        pytest.skip(f"{reference} is not generated yet: {REGEN} {name}")
+        pytest.fail(f"{reference} is missing: {REGEN} {name}")
     proc = generate_reference(name, tmp_path)  # same relative --out, so plan.json's "out" matches
     assert proc.returncode == 0, f"trl-advisor generate failed:\n{proc.stderr}"
     produced = _read_tree(tmp_path / REFERENCE_DIR / name)
@@ -62,9 +47,8 @@ def test_reference_is_consistent(name):
 
 @pytest.mark.parametrize("name", sorted(REFERENCE_SCENARIOS))
 def test_reference_passes_the_rule_engine(name):
-    import rules
 
-    report = rules.check_bundle(str(REPO / REFERENCE_DIR / name))
+    report = check_bundle(str(REPO / REFERENCE_DIR / name))
     assert report.ok, [f.to_dict() for f in report.errors]
 
 

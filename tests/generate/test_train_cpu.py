@@ -15,7 +15,8 @@ import time
 import pytest
 from gen_cases import MODELS, plan, result, target
 
-from advisor.generate import render_bundle, write_bundle
+from advisor.bundle.render import render_bundle
+from advisor.bundle.write import write_bundle
 
 pytestmark = [
     pytest.mark.train,

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from advisor import bundle_write, generate
-from advisor.bundle_write import MARKER_NAME, MARKER_TEXT
-from advisor.errors import OutputExistsError
-from advisor.generate import write_bundle
+from advisor.bundle import render
+from advisor.bundle import write as bundle_write
+from advisor.bundle.write import MARKER_NAME, MARKER_TEXT, write_bundle
+from advisor.core.errors import OutputExistsError
 
 FILES = {"README.md": "# r\n", "train.py": "print('hi')\n", "launch.sh": "#!/usr/bin/env bash\n"}
 BUNDLE = sorted([*FILES, MARKER_NAME])
@@ -75,7 +75,7 @@ def test_every_file_is_fsynced(tmp_path, monkeypatch):
 
     if not os.path.isdir("/proc/self/fd"):
         pytest.skip("needs /proc/self/fd to name a file descriptor")
-    monkeypatch.setattr(generate.os, "fsync", recording_fsync)
+    monkeypatch.setattr(bundle_write.os, "fsync", recording_fsync)
     write_bundle(FILES, str(tmp_path / "b"), force=False)
     assert set(FILES) | {MARKER_NAME} <= set(synced)
 
@@ -243,7 +243,7 @@ def test_failure_mid_write_leaves_nothing_and_keeps_the_old_folder(tmp_path, mon
             raise OSError(28, "No space left on device")
         return real_fsync(fd)
 
-    monkeypatch.setattr(generate.os, "fsync", failing_fsync)
+    monkeypatch.setattr(bundle_write.os, "fsync", failing_fsync)
     with pytest.raises(OSError):
         write_bundle(FILES, str(out), force=True)
     assert _tree(out) == before
@@ -261,7 +261,7 @@ def test_failure_at_the_final_rename_restores_the_old_folder(tmp_path, monkeypat
             raise OSError(5, "I/O error")
         return real_rename(src, dst)
 
-    monkeypatch.setattr(generate.os, "rename", failing_rename)
+    monkeypatch.setattr(bundle_write.os, "rename", failing_rename)
     with pytest.raises(OSError):
         write_bundle(FILES, str(out), force=True)
     assert _tree(out) == before
@@ -274,11 +274,11 @@ def test_failure_to_put_the_old_bundle_back_keeps_it_aside(tmp_path, monkeypatch
     _an_old_bundle(out)
     before = _tree(out)
     real_rename = os.rename
-    monkeypatch.setattr(generate.os, "rename", lambda src, dst: (
+    monkeypatch.setattr(bundle_write.os, "rename", lambda src, dst: (
         (_ for _ in ()).throw(OSError(5, "I/O error")) if str(dst) == str(out) else real_rename(src, dst)))
     with pytest.raises(OSError):
         write_bundle(FILES, str(out), force=True)
-    monkeypatch.setattr(generate.os, "rename", real_rename)
+    monkeypatch.setattr(bundle_write.os, "rename", real_rename)
     (aside,) = [e for e in _entries(tmp_path) if e.startswith(".tla-old-")]
     assert _tree(tmp_path / aside / "bundle") == before
     # This process is alive, so its aside is not stale yet; once it is (simulated), the next write puts it back.
@@ -289,7 +289,7 @@ def test_failure_to_put_the_old_bundle_back_keeps_it_aside(tmp_path, monkeypatch
 
 
 def test_new_folder_failure_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(generate.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "full")))
+    monkeypatch.setattr(bundle_write.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "full")))
     with pytest.raises(OSError):
         write_bundle(FILES, str(tmp_path / "b"), force=False)
     assert _entries(tmp_path) == []
@@ -305,7 +305,7 @@ def test_a_folder_that_appears_while_writing_is_not_replaced(tmp_path, monkeypat
             (out / "mine.txt").write_text("mine")
         return real_fsync(fd)
 
-    monkeypatch.setattr(generate.os, "fsync", user_creates_the_folder)
+    monkeypatch.setattr(bundle_write.os, "fsync", user_creates_the_folder)
     with pytest.raises(OutputExistsError):
         write_bundle(FILES, str(out), force=True)
     assert _entries(out) == ["mine.txt"]
@@ -322,7 +322,7 @@ def test_names_must_be_plain(tmp_path):
 def test_force_keeps_what_the_user_put_in_a_bundle(tmp_path):
     """A bundle folder also holds what running it made: --force may delete what trl-advisor can make again
     (metrics, logs, the random-init checkpoint, verify reports, an empty output/), never a trained model."""
-    from advisor.bundle_write import BUNDLE_NAMES
+    from advisor.bundle.write import BUNDLE_NAMES
 
     out = tmp_path / "b"
     write_bundle(FILES, str(out), force=False)
@@ -339,4 +339,4 @@ def test_force_keeps_what_the_user_put_in_a_bundle(tmp_path):
         write_bundle(FILES, str(out), force=True)
     assert "output/" in err.value.message and "notes.txt" in err.value.message
     assert (out / "output" / "model.safetensors").read_text() == "weights" and (out / "notes.txt").exists()
-    assert set(generate.BUNDLE_ORDER) <= BUNDLE_NAMES  # every file a bundle can hold is known as ours
+    assert set(render.BUNDLE_ORDER) <= BUNDLE_NAMES  # every file a bundle can hold is known as ours

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor import bundle_write
-from advisor.bundle_write import MARKER_NAME
-from advisor.generate import write_bundle
+from advisor.bundle import write as bundle_write
+from advisor.bundle.write import MARKER_NAME, write_bundle
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 
@@ -28,7 +27,7 @@ FILES = {"README.md": "# r\n", "train.py": "print('hi')\n", "launch.sh": "#!/usr
 _CHILD = r"""
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
-from advisor import bundle_write
+from advisor.bundle import write as bundle_write
 mode, out = sys.argv[2], sys.argv[3]
 real_fsync, real_rename = os.fsync, os.rename
 if mode == "slow":  # about 0.25 s of writing: the signal lands at a random moment of it

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.hardware_file import load_report
+from advisor.resolve.hardware import load_report
 from hw_probe.fake import MACHINES, REGENERATE, FakeNvml, fixture_report, fixture_text
 from hw_probe.nvml import read_nvml
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from advisor.hardware_file import load_report
+from advisor.resolve.hardware import load_report
 from hw_probe import probe, render_text
 from hw_probe.fake import fixture_report
 from hw_probe.model import HardwareReport

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from advisor.errors import ExitCode, InputFileError
-from advisor.hardware_file import load_report
+from advisor.core.errors import ExitCode, InputFileError
+from advisor.resolve.hardware import load_report
 from hw_probe import PROBE_HINT
 from hw_probe.fake import fixture_report
 from hw_probe.model import LINK_KINDS_FASTEST_FIRST, HardwareReport, LinkInfo

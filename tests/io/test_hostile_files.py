@@ -503,7 +503,7 @@ def test_hardware_file_with_a_mig_slice_larger_than_its_gpu(tmp_path, capsys):
 
 @pytest.mark.parametrize("fixture", sorted(p.stem for p in FIXTURES.glob("*.json")))
 def test_every_hardware_fixture_still_loads(fixture):
-    from advisor.hardware_file import load_report
+    from advisor.resolve.hardware import load_report
 
     assert load_report(FIXTURES / f"{fixture}.json").schema_id == "trl-advisor/hardware/1"
 

@@ -1,4 +1,4 @@
-"""advisor.safeio, the one reader of user files: regular files only (checked on the opened descriptor), bounded
+"""advisor.core.safeio, the one reader of user files: regular files only (checked on the opened descriptor), bounded
 reads, strict UTF-8, JSON without NaN/Infinity/overflow/deep nesting, YAML without aliases or deep nesting."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor import safeio
-from advisor.safeio import UnsafeInputError
+from advisor.core import safeio
+from advisor.core.safeio import UnsafeInputError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -291,7 +291,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_safeio_imports_only_the_standard_library_and_yaml():
-    imported = _imported_modules(REPO / "advisor" / "safeio.py") - {"__future__"}
+    imported = _imported_modules(REPO / "advisor" / "core" / "safeio.py") - {"__future__"}
     assert imported - set(sys.stdlib_module_names) == {"yaml"}
 
 

@@ -10,7 +10,7 @@ max_completion_len, ref_model, lora_r, beta), `status`, and the measurements pea
 peak_reserved_bytes, step_seconds_median; or benchmark records (bench/results, bench/README.md), flattened here:
 knobs from `row`, measurements from `memory` and `timing`, `split` kept, LoRA dropout from `resolved.lora`, the last
 record of a name counting. Flat records without a split count as "fit". An optional `gpu` names the catalogue GPU
-(default H200); `lora_dropout` overrides advisor.memory.LORA_DROPOUT.
+(default H200); `lora_dropout` overrides advisor.model.memory.LORA_DROPOUT.
 
 --fit searches one constant on its grid, minimizing the median |log(predicted / measured)| of the quantity it drives
 (memory constants: peak allocated, except FRAGMENTATION / STATIC_SLACK: peak reserved; speed constants: step time).
@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from advisor import memory as M  # noqa: E402
-from advisor import speed as S  # noqa: E402
-from advisor.estimate import estimate_plan, plan_from_bench_row  # noqa: E402
-from advisor.specs import GpuSpec, ModelSpec  # noqa: E402
-from advisor.target import Target  # noqa: E402
+from advisor.core.specs import GpuSpec, ModelSpec  # noqa: E402
+from advisor.core.target import Target  # noqa: E402
+from advisor.model import memory as M  # noqa: E402
+from advisor.model import speed as S  # noqa: E402
+from advisor.model.estimate import estimate_plan, plan_from_bench_row  # noqa: E402
 
 MEASURED = {"peak_allocated": "peak_allocated_bytes", "peak_reserved": "peak_reserved_bytes",
             "step_seconds": "step_seconds_median"}
@@ -152,7 +152,7 @@ def fit(rows: list[dict], name: str, grid: list[float]) -> tuple[float, float]:
     """Best grid value of one constant (left set to it) and its score."""
     module = M if hasattr(M, name) else S
     if not hasattr(module, name):
-        raise SystemExit(f"no constant {name} in advisor.memory or advisor.speed")
+        raise SystemExit(f"no constant {name} in advisor.model.memory or advisor.model.speed")
     key = "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is M else "step_seconds")
     best = None
     for value in grid:
@@ -167,7 +167,7 @@ def fit(rows: list[dict], name: str, grid: list[float]) -> tuple[float, float]:
 def quantity(name: str) -> str:
     module = M if hasattr(M, name) else S
     if not hasattr(module, name):
-        raise SystemExit(f"no constant {name} in advisor.memory or advisor.speed")
+        raise SystemExit(f"no constant {name} in advisor.model.memory or advisor.model.speed")
     return "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is M else "step_seconds")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor import memory as M
+from advisor.model import memory as M
 from bench import accuracy as A
 from bench import baselines as B
 

@@ -10,16 +10,16 @@ from dataclasses import replace
 import pytest
 from model_fixtures import LLAMA_8B, QWEN_05B, QWEN_7B, make_plan, target
 
-from advisor.estimate import (
+from advisor.check import render_estimate
+from advisor.core.request import Request
+from advisor.model.estimate import (
     BREAKDOWN_KEYS,
     bench_row_errors,
     estimate_plan,
     plan_from_bench_row,
-    render_estimate,
     result_dict,
 )
-from advisor.request import Request
-from advisor.speed import estimate_speed
+from advisor.model.speed import estimate_speed
 
 CONTRACT_TOP = {"request", "model", "hardware", "memory", "speed", "findings"}
 CONTRACT_MODEL = {"id", "params", "trainable_params", "layers", "hidden", "heads", "kv_heads", "vocab"}
@@ -58,7 +58,7 @@ def test_estimate_end_to_end_qwen_7b_lora():
     # --gpus 1 --gpu H200 (catalogue lookups, no network).
     catalog = pytest.importorskip("advisor.catalog", reason="the catalogue module is not there yet")
     del catalog
-    from advisor.estimate import estimate
+    from advisor.check import estimate_request as estimate
 
     req = Request(model="Qwen/Qwen2.5-7B", method="lora", seq_len=2048, micro_batch=4, grad_ckpt=True, gpus=1,
                   gpu="H200")

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 from model_fixtures import GIB, LLAMA2_7B, LLAMA_8B, QWEN_05B, QWEN_7B, make_plan, target
 
-from advisor import memory as M
-from advisor.estimate import estimate_plan
-from advisor.memory import estimate_memory, korthikanti_layer_activations, zero_paper_model_states
-from advisor.speed import estimate_speed
+from advisor.model import memory as M
+from advisor.model.estimate import estimate_plan
+from advisor.model.memory import estimate_memory, korthikanti_layer_activations, zero_paper_model_states
+from advisor.model.speed import estimate_speed
 
 
 # ---------------------------------------------------------------------------------------------------- ZeRO paper

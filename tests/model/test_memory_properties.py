@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from model_fixtures import LLAMA_8B, MODELS, QWEN_05B, QWEN_7B, make_plan, target
 
-from advisor import memory as M
-from advisor.memory import estimate_memory
+from advisor.model import memory as M
+from advisor.model.memory import estimate_memory
 
 SETTINGS = settings(max_examples=int(os.environ.get("MODEL_TEST_EXAMPLES", "150")), deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -9,12 +9,14 @@ import sys
 
 import pytest
 
-from advisor.bundle_check import check_bundle_files
-from advisor.errors import AdvisorError, NoFeasiblePlanError
-from advisor.generate import render_bundle
-from advisor.planner import MICRO_BATCHES, PinnedRuleError, decide, generate, search
-from advisor.request import Request
+from advisor.bundle.consistency import check_bundle_files
+from advisor.bundle.generate import generate
+from advisor.bundle.render import render_bundle
+from advisor.check import check_bundle
+from advisor.core.errors import AdvisorError, NoFeasiblePlanError
+from advisor.core.request import Request
 from advisor.resolve import resolve_model, resolve_target
+from advisor.search import MICRO_BATCHES, PinnedRuleError, decide, search
 
 
 def _decide(**kw):
@@ -122,11 +124,10 @@ def test_generate_writes_a_consistent_bundle(tmp_path):
 
 
 def test_generate_bundle_passes_the_rule_engine(tmp_path):
-    import rules
 
     out = tmp_path / "b"
     generate(Request(model="8B", trainer="dpo", method="lora", gpu="A100-80GB", gpus=2), out=str(out))
-    report = rules.check_bundle(str(out))
+    report = check_bundle(str(out))
     assert report.ok, [f.to_dict() for f in report.errors]
 
 
@@ -190,7 +191,6 @@ def test_cli_generate_json_and_no_feasible_exit_code(tmp_path):
 
 def test_random_generated_bundles_pass_the_rule_engine(tmp_path):
     """The generator and the rules must agree: `check --bundle` finds no error in what `generate` writes."""
-    import rules
 
     rng = random.Random(7)
     checked = 0
@@ -203,10 +203,10 @@ def test_random_generated_bundles_pass_the_rule_engine(tmp_path):
         out = tmp_path / f"b{i}"
         result["out"] = str(out)
         files = render_bundle(decision.chosen.plan, decision.model, decision.target, result, req)
-        from advisor.generate import write_bundle
+        from advisor.bundle.write import write_bundle
 
         write_bundle(files, str(out), force=False)
-        report = rules.check_bundle(str(out))
+        report = check_bundle(str(out))
         assert report.ok, (req, [f.to_dict() for f in report.errors])
         checked += 1
     assert checked >= 50

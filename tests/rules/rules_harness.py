@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import yaml
 
 from advisor import catalog, resolve
-from advisor.request import Request
-from rules import Context, bundle
+from advisor.bundle import read as bundle
+from advisor.core.request import Request
+from rules import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
@@ -97,9 +98,9 @@ def build_context(case: dict) -> Context:
                 versions[key] = str(value)
     memory = case.get("memory")
     if memory == "estimate":
-        from rules.engine import estimate
+        from advisor.model.estimate import estimate_plan
 
-        memory, _ = estimate(model, plan, target)
+        memory, _ = estimate_plan(model, plan, target)
     elif isinstance(memory, dict):
         memory = fake_memory(memory)
     return Context(request=None if files is not None and not case.get("request") else req, plan=plan, model=model,

@@ -7,8 +7,9 @@ import textwrap
 
 import pytest
 
-from advisor.errors import InputFileError
-from rules import bundle, check_bundle
+from advisor.bundle import read as bundle
+from advisor.check import check_bundle
+from advisor.core.errors import InputFileError
 
 
 def write(tmp_path, files: dict) -> str:
@@ -167,7 +168,7 @@ def test_hardware_file_sets_target_and_versions(tmp_path):
 
 
 def test_requirements_pins_become_versions(tmp_path):
-    from rules.engine import bundle_context
+    from advisor.check import bundle_context
 
     path = write(tmp_path, {"sft.yaml": {"model_name_or_path": "Qwen/Qwen2.5-0.5B"},
                             "requirements.txt": "torch>=2.6\ntrl==1.15.0\ndatasets>=3.4.1,<5\n"})

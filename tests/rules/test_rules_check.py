@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from advisor.request import Request
-from rules import CheckReport, Context, check_request, failures, run_rules
+from advisor.check import check_request
+from advisor.core.request import Request
+from rules import CheckReport, Context, failures, run_rules
 
 HARDWARE = Path(__file__).resolve().parents[1] / "fixtures" / "hardware"
 

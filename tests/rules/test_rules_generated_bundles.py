@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.request import Request
-from rules import check_bundle
+from advisor.check import check_bundle
+from advisor.core.request import Request
 
 SHAPES = [
     dict(model="qwen2.5-0.5b", gpu="H100-80GB", gpus=2, backend="deepspeed", zero=3),
@@ -25,8 +25,8 @@ SHAPES = [
 
 
 def _write_bundle(tmp_path, req: Request, with_plan_json: bool):
-    generate = pytest.importorskip("advisor.generate")
-    estimate = pytest.importorskip("advisor.estimate")
+    generate = pytest.importorskip("advisor.bundle.render")
+    estimate = pytest.importorskip("advisor.model.estimate")
     from advisor import resolve
 
     model = resolve.resolve_model(req)

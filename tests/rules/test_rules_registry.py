@@ -10,7 +10,7 @@ import yaml
 from rules_harness import CASES, load_cases
 
 import rules
-from advisor.errors import UnknownNameError
+from advisor.core.errors import UnknownNameError
 from rules import ALL_RULES, get_rule
 from rules.model import AREAS
 from rules.registry import REQUIRED_SECTIONS, RuleDefinitionError, rule

@@ -21,7 +21,7 @@ from verify_cases import (
 )
 
 from advisor.cli import main as cli_main
-from advisor.errors import ExitCode, InputFileError
+from advisor.core.errors import ExitCode, InputFileError
 from advisor.verify import SYMBOL, last_error_line, read_metrics, verify
 
 STEP_ORDER = ["bundle", "consistency", "hardware", "packages", "rules", "run", "memory", "speed", "loss"]
@@ -427,24 +427,13 @@ def test_cli_verify_json_exit_codes(tmp_path, capsys, monkeypatch):
 
 
 def test_steps_below_one_is_a_usage_error(tmp_path):
-    from advisor.errors import AdvisorError
+    from advisor.core.errors import AdvisorError
 
     with pytest.raises(AdvisorError, match="at least 1") as info:
         verify(make_bundle(tmp_path), steps=0, runner=FakeRun(), probe=machine(gpus=1), progress=None)
     assert info.value.exit_code == ExitCode.USAGE
 
 
-def _planner_ready() -> bool:
-    import importlib.util
-
-    if importlib.util.find_spec("advisor.planner") is None:
-        return False
-    import advisor.planner
-
-    return hasattr(advisor.planner, "generate")
-
-
-@pytest.mark.skipif(not _planner_ready(), reason="advisor.planner.generate is not built yet")
 def test_bundle_from_trl_advisor_generate(tmp_path, capsys):
     """A bundle `trl-advisor generate` wrote (the planner's own predictions in plan.json), run by a fake whose
     measurements sit 5 % above the predicted peak and at the predicted step time: everything passes."""

@@ -15,7 +15,7 @@ import sys
 import pytest
 from verify_cases import make_bundle, plan
 
-from advisor import hardware_file
+from advisor.resolve import hardware as hardware_file
 from advisor.verify import verify
 
 pytestmark = [

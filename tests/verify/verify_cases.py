@@ -16,11 +16,12 @@ from pathlib import Path
 from plan_defaults import build_plan
 
 import hw_probe
-from advisor import hardware_file
-from advisor.generate import render_bundle, write_bundle
-from advisor.plan import Plan
-from advisor.specs import GpuSpec, ModelSpec
-from advisor.target import Target
+from advisor.bundle.render import render_bundle
+from advisor.bundle.write import write_bundle
+from advisor.core.plan import Plan
+from advisor.core.specs import GpuSpec, ModelSpec
+from advisor.core.target import Target
+from advisor.resolve import hardware as hardware_file
 from advisor.verify import RunResult
 
 GIB = 1 << 30

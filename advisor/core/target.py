@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from advisor.specs import GpuSpec
+from advisor.core.specs import GpuSpec
 
 # Effective one-direction bandwidth of a x16 PCIe link, GB/s, after protocol overhead (~80% of the raw
 # 16/32/64 GT/s x 16 lanes / 8 bits); PCI-SIG specifications, NCCL busbw on PCIe boxes lands near these.

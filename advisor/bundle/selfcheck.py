@@ -3,7 +3,7 @@ back as the data that was meant to go into it.
 
 Values reach the bundle's files from flags, folder names and hardware files that other people typed. The templates
 encode each value for its position (shell words, Python literals, docstrings, JSON in YAML) and refuse newlines
-(advisor.generate._finalize); this module is the last line: a file that does not parse, a Python constant, a YAML
+(advisor.bundle.render._finalize); this module is the last line: a file that does not parse, a Python constant, a YAML
 mapping or a `#SBATCH` directive that is not what the plan says, and the bundle is refused (exit 2) instead of
 written. Pure functions, no I/O except `bash -n` for shell syntax where bash exists.
 """

@@ -12,9 +12,9 @@ from importlib import resources
 
 import jsonschema
 
-from advisor import safeio
-from advisor.plan import Plan
-from advisor.specs import ModelSpec
+from advisor.core import safeio
+from advisor.core.plan import Plan
+from advisor.core.specs import ModelSpec
 
 REQUIRED_FILES = ("README.md", "plan.json", "train.py", "accelerate.yaml", "launch.sh", "requirements.txt",
                   "model_config.json")
@@ -28,8 +28,8 @@ _MIXED = {"bf16": "bf16", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "n
 
 @cache
 def load_schema(name: str) -> dict:
-    """advisor/schemas/NAME as a dict (package data)."""
-    return json.loads(resources.files("advisor.schemas").joinpath(name).read_text(encoding="utf-8"))
+    """advisor/bundle/schemas/NAME as a dict (package data)."""
+    return json.loads(resources.files("advisor.bundle.schemas").joinpath(name).read_text(encoding="utf-8"))
 
 
 def schema_errors(document, schema_name: str) -> list[str]:
@@ -312,7 +312,7 @@ def _check_plan_json(files: dict[str, str], plan: Plan) -> list[str]:
         elif recorded[key] != getattr(plan, key):
             out.append(f"plan.json: plan.{key}={recorded[key]!r} but train.py CONFIG has {getattr(plan, key)!r}")
     listed = doc.get("files")
-    from advisor.bundle_write import MARKER_NAME  # written beside the files, not one of them
+    from advisor.bundle.write import MARKER_NAME  # written beside the files, not one of them
 
     present = sorted(n for n in files if n != MARKER_NAME)
     if not isinstance(listed, list) or sorted(map(str, listed)) != present:

@@ -1,4 +1,4 @@
-"""The model and GPU catalogues (rules/data/models.toml, gpus.toml) and how `--model` / `--gpu` names resolve.
+"""The model and GPU catalogues (advisor/catalog/data/models.toml, gpus.toml) and how `--model` / `--gpu` names resolve.
 
 A model name may be a catalogue id, its Hugging Face repo id or an alias (all case-insensitive, no network), a size
 shorthand (`7B`: the catalogue's reference model of that size), a local directory holding config.json or a path to
@@ -19,11 +19,11 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from advisor import safeio
-from advisor.errors import AdvisorError, InputFileError, UnknownNameError
-from advisor.hf_config import spec_from_config
-from advisor.request import text_problem
-from advisor.specs import GIB, GpuSpec, ModelSpec
+from advisor.catalog.hf_config import spec_from_config
+from advisor.core import safeio
+from advisor.core.errors import AdvisorError, InputFileError, UnknownNameError
+from advisor.core.request import text_problem
+from advisor.core.specs import GIB, GpuSpec, ModelSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,7 +32,7 @@ else:  # pragma: no cover - Python 3.10
 
 MODELS_FILE = "models.toml"
 GPUS_FILE = "gpus.toml"
-DATA_PACKAGE = "rules.data"
+DATA_PACKAGE = "advisor.catalog.data"
 
 _Row = TypeVar("_Row", bound=BaseModel)
 
@@ -56,7 +56,7 @@ class CatalogError(AdvisorError):
     """A packaged catalogue file is malformed: a damaged install or a bad edit, not the user's input."""
 
 
-_REINSTALL = "the catalogue shipped with trl-advisor is damaged; reinstall it, or undo the edit to rules/data"
+_REINSTALL = "the catalogue shipped with trl-advisor is damaged; reinstall it, or undo the edit to advisor/catalog/data"
 
 
 # ------------------------------------------------------------------------------------------------ loading

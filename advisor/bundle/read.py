@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from advisor import safeio
-from advisor.errors import InputFileError
+from advisor.core import safeio
+from advisor.core.errors import InputFileError
+from advisor.core.files import BundleFiles, Unresolved, dtype_name, model_id  # noqa: F401  (read API)
 
 READS = ("ds_config.json (or any *.json with zero_optimization)", "an accelerate YAML (distributed_type)",
          "a TRL config YAML (model_name_or_path, per_device_train_batch_size, ...)", "train.py", "launch.sh",
@@ -36,171 +36,6 @@ TRL_YAML_KEYS = frozenset({
     "gradient_checkpointing", "num_generations", "max_completion_length", "use_vllm", "lora_r", "max_seq_length",
 })
 ACCELERATE_MARKERS = frozenset({"distributed_type", "compute_environment"})
-
-
-class Unresolved(str):
-    """A keyword argument whose value is an expression the reader cannot evaluate without running the code."""
-
-
-@dataclass
-class BundleFiles:
-    """The parsed configuration files of one folder (or of an in-memory mapping, in tests)."""
-
-    root: str | None = None
-    names: tuple[str, ...] = ()
-    ds_config: dict | None = None
-    ds_config_name: str | None = None
-    accelerate: dict | None = None
-    accelerate_name: str | None = None
-    trl_yaml: dict | None = None
-    trl_yaml_name: str | None = None
-    train_py: str | None = None
-    configs: dict = field(default_factory=dict)
-    """Config class name -> keyword arguments, from train.py (`GRPOConfig`, `LoraConfig`, `BitsAndBytesConfig`)."""
-    trl_args: dict = field(default_factory=dict)
-    """The TRL/TrainingArguments/ModelConfig namespace: the TRL YAML, then train.py's literal keyword arguments."""
-    trl_args_origin: dict = field(default_factory=dict)
-    """Argument -> "yaml" or the train.py class it was passed to (a wrong key in a Config(...) call raises; the
-    same key in a TrlParser YAML is ignored)."""
-    trainer: str | None = None
-    config_class: str | None = None
-    from_pretrained: list = field(default_factory=list)
-    """Keyword arguments of each `from_pretrained(...)` call in train.py."""
-    model_ids: list = field(default_factory=list)
-    """Literal model ids passed to `from_pretrained(...)` or to a trainer's `model=`."""
-    calls: frozenset = frozenset()
-    """Every called name in train.py, dotted as written (`deepspeed.initialize`, `model.merge_and_unload`)."""
-    imports: tuple = ()
-    """(module, name) for `from module import name`; (module, "") for `import module`."""
-    launch_sh: str | None = None
-    requirements: dict = field(default_factory=dict)
-    """requirements.txt: package -> exact version, or None when only a range is given."""
-    plan_json: dict | None = None
-    assumptions: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-    """Files of the folder that were not read (too large, a named pipe, a device, not UTF-8), one line each."""
-
-    # ---- views the rules share ----
-    @property
-    def zero(self) -> dict:
-        """The ds_config `zero_optimization` block ({} when absent)."""
-        z = (self.ds_config or {}).get("zero_optimization")
-        return z if isinstance(z, dict) else {}
-
-    @property
-    def accelerate_ds(self) -> dict:
-        d = (self.accelerate or {}).get("deepspeed_config")
-        return d if isinstance(d, dict) else {}
-
-    @property
-    def accelerate_fsdp(self) -> dict:
-        d = (self.accelerate or {}).get("fsdp_config")
-        return d if isinstance(d, dict) else {}
-
-    @property
-    def parallelism(self) -> dict:
-        d = (self.accelerate or {}).get("parallelism_config")
-        return d if isinstance(d, dict) else {}
-
-    @property
-    def model_init_kwargs(self) -> dict:
-        """What the model is loaded with: `model_init_kwargs`, then any `from_pretrained(...)` keywords."""
-        out: dict = {}
-        mik = self.trl_args.get("model_init_kwargs")
-        if isinstance(mik, str):  # TrlParser accepts a JSON string on the command line and in the YAML
-            try:
-                mik = safeio.load_json(mik, where="model_init_kwargs")
-            except safeio.UnsafeInputError:
-                mik = None
-        if isinstance(mik, dict):
-            out.update(mik)
-        for kwargs in self.from_pretrained:
-            out.update(kwargs)
-        return out
-
-    def call_names(self) -> set[str]:
-        """Last components of the called names (`model.merge_and_unload` -> `merge_and_unload`)."""
-        return {c.rsplit(".", 1)[-1] for c in self.calls}
-
-    def launch_lines(self) -> list[str]:
-        """launch.sh's commands: comments dropped, backslash continuations joined."""
-        if not self.launch_sh:
-            return []
-        out = []
-        for line in self.launch_sh.replace("\\\n", " ").splitlines():
-            code = re.sub(r"(^|\s)#.*$", "", line).strip()
-            if code:
-                out.append(code)
-        return out
-
-    def launch_env_all(self, name: str) -> list[str]:
-        """Every value launch.sh assigns to NAME (exported or inline, not in comments), in file order."""
-        found = []
-        for line in self.launch_lines():
-            found += re.findall(rf"(?:^|[\s;]){re.escape(name)}=([^\s;]+)", line)
-        return [v.strip("'\"") for v in found]
-
-    def launch_env(self, name: str) -> str | None:
-        """The last value launch.sh assigns to NAME, else None."""
-        values = self.launch_env_all(name)
-        return values[-1] if values else None
-
-    def vllm_server_gpus(self) -> int | None:
-        """GPUs per node the launch script gives `vllm serve`: its CUDA_VISIBLE_DEVICES (or a VLLM_GPUS variable)."""
-        for line in self.launch_lines():
-            if re.search(r"\b(vllm\s+serve|trl\s+vllm-serve)\b", line):
-                m = re.search(r"CUDA_VISIBLE_DEVICES=[\"']?([0-9][0-9,]*)", line)
-                if m:
-                    return len([x for x in m.group(1).split(",") if x])
-        value = self.launch_env("VLLM_GPUS")
-        if value and re.fullmatch(r"[0-9][0-9,]*", value):
-            return len([x for x in value.split(",") if x])
-        return None
-
-    def quant_4bit(self) -> bool:
-        bnb = self.configs.get("BitsAndBytesConfig", {})
-        return bool(self.trl_args.get("load_in_4bit") or bnb.get("load_in_4bit")
-                    or self.model_init_kwargs.get("load_in_4bit"))
-
-    def quant_8bit(self) -> bool:
-        bnb = self.configs.get("BitsAndBytesConfig", {})
-        return bool(self.trl_args.get("load_in_8bit") or bnb.get("load_in_8bit")
-                    or self.model_init_kwargs.get("load_in_8bit"))
-
-    def quant_storage(self) -> str | None:
-        value = self.configs.get("BitsAndBytesConfig", {}).get("bnb_4bit_quant_storage")
-        if value is None:
-            value = self.trl_args.get("bnb_4bit_quant_storage")
-        return dtype_name(value) if value is not None else None
-
-    def model_dtype(self) -> str | None:
-        """The dtype the model is loaded in, as a short name (`bfloat16`), None when the files do not say."""
-        mik = self.model_init_kwargs
-        for key in ("dtype", "torch_dtype"):
-            if mik.get(key) is not None:
-                return dtype_name(mik[key])
-        if self.trl_args.get("dtype") is not None:
-            return dtype_name(self.trl_args["dtype"])
-        return None
-
-    def peft_enabled(self) -> bool:
-        return bool(self.trl_args.get("use_peft") or "LoraConfig" in self.configs or "get_peft_model" in
-                    self.call_names() or self.quant_4bit())
-
-    def lora_target_modules(self) -> list[str]:
-        value = self.configs.get("LoraConfig", {}).get("target_modules")
-        if value is None:
-            value = self.trl_args.get("lora_target_modules")
-        if isinstance(value, str):
-            return [value]
-        return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
-
-
-def dtype_name(value: Any) -> str:
-    """`torch.bfloat16`, `"bf16"`, `"bfloat16"` -> `bfloat16`."""
-    text = str(value).rsplit(".", 1)[-1].strip().lower()
-    return {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}.get(
-        text, text)
 
 
 # ---------------------------------------------------------------- reading
@@ -573,12 +408,12 @@ _PLAN_JSON_HINT = "re-create the bundle with trl-advisor generate --force, or co
 
 def _plan_limits() -> dict[str, tuple[str, float | None, float | None]]:
     """Plan field -> (kind, lowest, highest). Sizes and counts are bounded by the CLI's own flag limits
-    (advisor.request.LIMITS), so that a value read from a file cannot drive a loop or an allocation the flags
+    (advisor.core.request.LIMITS), so that a value read from a file cannot drive a loop or an allocation the flags
     could not (rules.common.divisors walks up to the square root of a process count)."""
     from dataclasses import fields
 
-    from advisor import request
-    from advisor.plan import Plan
+    from advisor.core import request
+    from advisor.core.plan import Plan
 
     limits = request.LIMITS
     most_processes = limits["gpus"][1] * limits["nodes"][1]
@@ -625,7 +460,7 @@ def check_plan_json(doc: dict, where: str = "plan.json") -> None:
     """The plan.json values that readers use before any rule runs: `model.id` and `request.model` are text,
     `hardware.gpu` is text, `hardware.gpus_per_node` / `nodes` / `gpu_memory_bytes` are whole numbers in range,
     `plan`'s values fit the Plan fields, `files` is a list of names. InputFileError names the first wrong key."""
-    from advisor import request
+    from advisor.core import request
 
     def fail(key: str, problem: str) -> None:
         raise InputFileError(f"{where}: {key} {problem}", hint=_PLAN_JSON_HINT)
@@ -657,24 +492,10 @@ def check_plan_json(doc: dict, where: str = "plan.json") -> None:
         fail("files", f"is {safeio.shown(listed)}, expected a list of file names")
 
 
-def model_id(files: BundleFiles) -> str | None:
-    """The model the files train: TRL `model_name_or_path`, plan.json, or the first `from_pretrained("...")`."""
-    value = files.trl_args.get("model_name_or_path")
-    if isinstance(value, str) and not isinstance(value, Unresolved):
-        return value
-    plan_model = (files.plan_json or {}).get("model")
-    if isinstance(plan_model, dict) and isinstance(plan_model.get("id"), str) and plan_model["id"]:
-        return plan_model["id"]
-    request = (files.plan_json or {}).get("request")
-    if isinstance(request, dict) and isinstance(request.get("model"), str) and request["model"]:
-        return request["model"]
-    return files.model_ids[0] if files.model_ids else None
-
-
 def hardware_hint(files: BundleFiles) -> dict:
     """GPU id, GPUs per node and nodes as far as the files say (plan.json, then the accelerate YAML). Values are
     type- and range-checked: a wrong one is an InputFileError naming the file and the key."""
-    from advisor import request
+    from advisor.core import request
 
     out: dict = {}
     hw = (files.plan_json or {}).get("hardware")
@@ -714,7 +535,7 @@ def plan_from_files(files: BundleFiles, model, target):
     """A best-effort Plan: the files' values where they give them, documented defaults otherwise (each default is
     appended to `files.assumptions`)."""
     from advisor import resolve
-    from advisor.plan import Plan
+    from advisor.core.plan import Plan
 
     if files.plan_json and isinstance(files.plan_json.get("plan"), dict):
         base = _plan_from_plan_json(files, model, target)
@@ -893,7 +714,7 @@ def _arg(files: BundleFiles, name: str, kind: str, source: dict | None = None, l
 def _plan_from_plan_json(files: BundleFiles, model, target):
     from dataclasses import fields
 
-    from advisor.plan import Plan
+    from advisor.core.plan import Plan
 
     data = files.plan_json["plan"]
     known = {f.name for f in fields(Plan)}

@@ -1,6 +1,6 @@
 """Writing a bundle folder: all files at once or none, never over files the user owns.
 
-(Moved out of advisor.generate: rendering is pure, writing touches the disk.)
+(Moved out of advisor.bundle.render: rendering is pure, writing touches the disk.)
 
 Layout while writing, all in out_dir's parent folder (one filesystem, so every rename below is atomic, POSIX
 rename(2)):
@@ -29,7 +29,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from advisor.errors import OutputExistsError
+from advisor.core.errors import OutputExistsError
 
 _EXECUTABLE = {"launch.sh", "slurm.sbatch", "train.py"}
 
@@ -125,7 +125,7 @@ def _check_target(target: Path, out_dir: str, *, force: bool) -> None:
 
 BUNDLE_NAMES = frozenset({"README.md", "plan.json", "train.py", "accelerate.yaml", "ds_config.json", "launch.sh",
                           "slurm.sbatch", "requirements.txt", "model_config.json", MARKER_NAME})
-"""Every file a bundle may hold (advisor.generate.BUNDLE_ORDER and the marker)."""
+"""Every file a bundle may hold (advisor.bundle.render.BUNDLE_ORDER and the marker)."""
 RUN_ARTIFACTS = frozenset({"metrics", "logs", "random-init", "verify.log", "verify-report.json", "verify-report.md",
                            "__pycache__"})
 """What running or verifying a bundle leaves in it that trl-advisor can make again (train.py's --metrics-dir and

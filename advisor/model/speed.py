@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from advisor import memory as M
-from advisor.memory import FP32, HALF, MemoryEstimate, Precision, dims
-from advisor.plan import Plan
-from advisor.specs import ModelSpec
-from advisor.target import PCIE_GBPS, Target
+from advisor.core.plan import Plan
+from advisor.core.specs import ModelSpec
+from advisor.core.target import PCIE_GBPS, Target
+from advisor.model import memory as M
+from advisor.model.memory import FP32, HALF, MemoryEstimate, Precision, dims
 
 GB = 1e9
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.memory import GIB, MemoryEstimate, estimate_memory
-from advisor.plan import Plan
-from advisor.request import Request
-from advisor.specs import ModelSpec
-from advisor.speed import SpeedEstimate, estimate_speed
-from advisor.target import Target
+from advisor.core.plan import Plan
+from advisor.core.request import Request
+from advisor.core.specs import ModelSpec
+from advisor.core.target import Target
+from advisor.model.memory import MemoryEstimate, estimate_memory
+from advisor.model.speed import SpeedEstimate, estimate_speed
 
 BREAKDOWN_KEYS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
 
@@ -23,38 +23,6 @@ def estimate_plan(model: ModelSpec, plan: Plan, target: Target) -> tuple[MemoryE
     """Memory and speed of one fully resolved plan (the planner calls this for thousands of candidates)."""
     mem = estimate_memory(model, plan, target)
     return mem, estimate_speed(model, plan, target, mem)
-
-
-def run_findings(req: Request | None, plan: Plan, model: ModelSpec, target: Target, mem: MemoryEstimate,
-                 spd: SpeedEstimate) -> list[dict]:
-    """The rules' findings as contract dicts; [] while the rules package does not offer run_rules."""
-    try:
-        import rules
-    except ImportError:
-        return []
-    run = getattr(rules, "run_rules", None)
-    context = getattr(rules, "Context", None)
-    if run is None or context is None:
-        return []
-    found = run(context(request=req, plan=plan, model=model, target=target, memory=mem, speed=spd))
-    # run_rules returns every rule's verdict; a report lists failures and unknowns (rules.reportable)
-    reportable = getattr(rules, "reportable", None)
-    if reportable is not None:
-        found = reportable(found)
-    out = []
-    for f in found:
-        if isinstance(f, dict):
-            out.append(f)
-            continue
-        if reportable is None and not getattr(f, "failed", True):
-            continue
-        d = f.to_dict() if hasattr(f, "to_dict") else {}
-        d.setdefault("id", getattr(f, "id", ""))
-        d.setdefault("severity", getattr(f, "severity", "info"))
-        d.setdefault("message", getattr(f, "message", ""))
-        d.setdefault("fix", getattr(f, "fix", ""))
-        out.append(d)
-    return out
 
 
 def request_dict(req: Request | None, model: ModelSpec, plan: Plan, target: Target) -> dict[str, Any]:
@@ -100,67 +68,6 @@ def result_dict(req: Request | None, model: ModelSpec, target: Target, plan: Pla
         "findings": list(findings or []),
         "notes": list(target.notes),
     }
-
-
-def estimate(req: Request, *, probe=None) -> dict[str, Any]:
-    """Resolve the request (model, hardware, documented defaults) and estimate that one plan."""
-    from advisor.resolve import check_request, default_plan, resolve_model, resolve_target
-
-    check_request(req)
-    model = resolve_model(req)
-    target = resolve_target(req, probe=probe)
-    plan = default_plan(req, model, target)
-    mem, spd = estimate_plan(model, plan, target)
-    findings = run_findings(req, plan, model, target, mem, spd)
-    return result_dict(req, model, target, plan, mem, spd, findings)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Human report
-# ---------------------------------------------------------------------------------------------------------------------
-def _gib(n: int | float) -> str:
-    return f"{n / GIB:.1f} GiB"
-
-
-def render_estimate(result: dict[str, Any]) -> str:
-    """A short report: the configuration, the memory breakdown, fits / headroom, speed, findings."""
-    r, m, hw, mem, spd = (result["request"], result["model"], result["hardware"], result["memory"],
-                          result["speed"])
-    method = r["method"] if r["method"] == "full" else f"{r['method']} r{r['lora_r']}"
-    backend = r["backend"] if r["backend"] != "deepspeed" else f"deepspeed ZeRO-{r['zero']}"
-    if r["offload"] != "none":
-        backend += f" + {r['offload']} offload"
-    nodes = f"{hw['nodes']} nodes x " if hw["nodes"] > 1 else ""
-    lines = [
-        f"{m['id']} ({m['params'] / 1e9:.2f}B params, {m['trainable_params'] / 1e6:.1f}M trainable) - "
-        f"{r['trainer']} {method}, {r['precision']}, {backend}",
-        f"on {nodes}{hw['gpus_per_node']} x {hw['gpu']} ({_gib(hw['gpu_memory_bytes'])}); "
-        f"seq {r['seq_len']} x micro-batch {r['micro_batch']} x accum {r['grad_accum']}"
-        + (", grad-ckpt" if r["grad_ckpt"] else "") + (", liger" if r["liger"] else "") + f", attn {r['attn']}",
-        "",
-        f"memory per GPU (peak during {mem.get('peak_phase', 'train')}):",
-    ]
-    for key in BREAKDOWN_KEYS:
-        lines.append(f"  {key:<12}{_gib(mem['breakdown_bytes'][key]):>12}")
-    lines.append(f"  {'peak':<12}{_gib(mem['per_gpu_peak_bytes']):>12}   (torch max_memory_allocated)")
-    lines.append(f"  {'reserved':<12}{_gib(mem['per_gpu_reserved_bytes']):>12}   "
-                 f"of {_gib(mem['gpu_capacity_bytes'])} usable")
-    verdict = "yes" if mem["fits"] else "NO"
-    lines.append(f"  fits: {verdict}, headroom {_gib(mem['headroom_bytes'])}; host RAM {_gib(mem['host_bytes'])} "
-                 "per node")
-    lines += ["", f"speed: {spd['step_seconds']:.2f} s/step, {spd['tokens_per_second']:,.0f} tokens/s, "
-                  f"MFU {100 * spd['mfu']:.0f}%"]
-    parts = sorted(((v, k) for k, v in spd.get("breakdown_seconds", {}).items() if v > 0), reverse=True)[:4]
-    if parts:
-        lines.append("  " + ", ".join(f"{k} {v:.2f} s" for v, k in parts))
-    findings = result.get("findings") or []
-    if findings:
-        lines += ["", "findings:"]
-        for f in findings:
-            lines.append(f"  [{f.get('severity', 'info')}] {f.get('id', '')}: {f.get('message', '')}")
-            if f.get("fix"):
-                lines.append(f"      fix: {f['fix']}")
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

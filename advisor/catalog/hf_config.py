@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from advisor.errors import InputFileError
-from advisor.specs import ModelSpec
+from advisor.core.errors import InputFileError
+from advisor.core.specs import ModelSpec
 
 # Key names, in the order they are tried (GPT-2 / GPT-NeoX / Falcon spellings after the Llama ones).
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")

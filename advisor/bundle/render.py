@@ -1,32 +1,29 @@
-"""Render a plan into a bundle (train.py, accelerate.yaml, ds_config.json, launch.sh, ...) and write it atomically.
+"""Render a plan into a bundle: train.py, accelerate.yaml, ds_config.json, launch.sh, slurm.sbatch,
+requirements.txt, README.md, plan.json and model_config.json, as file name -> text.
 
 `render_bundle` is pure: the same plan, model, target and result give the same bytes (no timestamps, sorted keys),
-so reference bundles compare byte for byte. `write_bundle` puts the files in place all at once or not at all.
-`python -m advisor.generate --regen-references` rewrites generated/reference/ through the `trl-advisor` CLI.
+so reference bundles compare byte for byte. Every value is encoded for its file's language, and the rendered files
+are parsed back (advisor.bundle.selfcheck) before anyone may write them (advisor.bundle.write).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 
 import jinja2
 
 from advisor import __version__
-from advisor.bundle_write import write_bundle  # noqa: F401  (re-exported: advisor.generate.write_bundle)
-from advisor.errors import AdvisorError
-from advisor.plan import Plan
-from advisor.request import GENERATING_TRAINERS, Request, text_problem
-from advisor.specs import ModelSpec
-from advisor.target import Target
+from advisor.core.errors import AdvisorError
+from advisor.core.plan import Plan
+from advisor.core.request import GENERATING_TRAINERS, Request, text_problem
+from advisor.core.specs import ModelSpec
+from advisor.core.target import Target
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -143,7 +140,7 @@ def environment() -> jinja2.Environment:
     # StrictUndefined: a missing variable is a bug, not a blank line in someone's launch script.
     # keep_trailing_newline: files end with a newline, as editors and `git diff` expect (copier issue #464).
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("advisor", "templates"),
+        loader=jinja2.PackageLoader("advisor.bundle", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -717,8 +714,8 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
 
 
 def _check_rendered(files: dict[str, str], expected: dict) -> None:
-    """Refuse a bundle whose files do not parse or do not read back as the plan (advisor.rendered_check)."""
-    from advisor import rendered_check as rc
+    """Refuse a bundle whose files do not parse or do not read back as the plan (advisor.bundle.selfcheck)."""
+    from advisor.bundle import selfcheck as rc
 
     try:
         constants, doc_parts = expected["train.py"]
@@ -744,74 +741,3 @@ def _json_default(value):
     if hasattr(value, "to_dict"):
         return value.to_dict()
     raise TypeError(f"plan.json: {type(value).__name__} is not JSON serialisable")
-
-
-# ------------------------------------------------------------------------------------------ reference bundles
-
-REFERENCE_DIR = "generated/reference"
-
-REFERENCE_SCENARIOS: dict[str, list[str]] = {
-    "sft-8b-qlora-1x4090": ["--model", "8B", "--trainer", "sft", "--method", "qlora", "--gpu", "RTX-4090",
-                            "--gpus", "1"],
-    "sft-8b-full-1xh100": ["--model", "8B", "--trainer", "sft", "--method", "full", "--gpu", "H100-80GB",
-                           "--gpus", "1"],
-    "sft-70b-8xh100": ["--model", "70B", "--trainer", "sft", "--gpu", "H100-80GB", "--gpus", "8"],
-    "sft-8b-128k-ulysses-8xh100": ["--model", "8B", "--trainer", "sft", "--seq-len", "131072", "--sp-size", "8",
-                                   "--attn", "flash_attention_2", "--gpu", "H100-80GB", "--gpus", "8"],
-    "dpo-8b-lora-2xa100": ["--model", "8B", "--trainer", "dpo", "--method", "lora", "--gpu", "A100-80GB",
-                           "--gpus", "2"],
-    "grpo-7b-vllm-server-8xh100": ["--model", "7B", "--trainer", "grpo", "--vllm", "server", "--gpu", "H100-80GB",
-                                   "--gpus", "8"],
-    "grpo-1.5b-vllm-colocate-1xh100": ["--model", "1.5B", "--trainer", "grpo", "--vllm", "colocate",
-                                       "--gpu", "H100-80GB", "--gpus", "1"],
-    "sft-70b-2x8xh100-slurm": ["--model", "70B", "--trainer", "sft", "--gpu", "H100-80GB", "--gpus", "8",
-                               "--nodes", "2"],
-}
-"""Canonical scenarios as `trl-advisor generate` arguments; their bundles live in generated/reference/<name>/."""
-
-
-def generate_reference(name: str, cwd: str | Path) -> subprocess.CompletedProcess:
-    """Run `trl-advisor generate <scenario> --out generated/reference/<name> --force` in cwd (relative --out, so
-    plan.json's "out" is the same wherever it runs)."""
-    repo = Path(__file__).resolve().parent.parent
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(repo) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "advisor", "generate", *REFERENCE_SCENARIOS[name],
-           "--out", f"{REFERENCE_DIR}/{name}", "--force"]
-    return subprocess.run(cmd, cwd=str(cwd), env=env, capture_output=True, text=True)
-
-
-def regen_references(names: list[str] | None = None) -> int:
-    repo = Path(__file__).resolve().parent.parent
-    status = 0
-    for name in names or list(REFERENCE_SCENARIOS):
-        proc = generate_reference(name, repo)
-        if proc.returncode != 0:
-            sys.stderr.write(f"{name}: trl-advisor generate failed ({proc.returncode}):\n{proc.stderr}\n")
-            status = 1
-        else:
-            sys.stderr.write(f"{name}: wrote {REFERENCE_DIR}/{name}\n")
-    return status
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m advisor.generate",
-                                     description="Maintenance commands for the bundle generator.")
-    parser.add_argument("--regen-references", nargs="*", metavar="NAME",
-                        help=f"rewrite {REFERENCE_DIR}/<name>/ (all scenarios when no name is given)")
-    args = parser.parse_args(argv)
-    if args.regen_references is None:
-        parser.print_help(sys.stderr)
-        return 2
-    unknown = [n for n in args.regen_references if n not in REFERENCE_SCENARIOS]
-    if unknown:
-        sys.stderr.write(f"error: unknown reference scenario {unknown[0]!r}\n"
-                         f"hint: one of {', '.join(REFERENCE_SCENARIOS)}\n")
-        return 2
-    return regen_references(args.regen_references or None)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -4,7 +4,7 @@ Nine ordered steps, each pass, fail or skip with a one-line detail, and verify k
 the later steps still mean something:
 
   1 bundle       the folder has plan.json, train.py, launch.sh, accelerate.yaml (+ ds_config.json for DeepSpeed)
-  2 consistency  the files agree with each other (advisor.bundle_check)
+  2 consistency  the files agree with each other (advisor.bundle.consistency)
   3 hardware     this machine's GPUs against the plan's: model, memory per GPU, count, nodes
   4 packages     installed versions (package metadata) against requirements.txt
   5 rules        every rule on the bundle (`check --bundle`): an error finding fails
@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from advisor.errors import AdvisorError, InputFileError
-from advisor.plan import Plan
+from advisor.core.errors import AdvisorError, InputFileError
+from advisor.core.plan import Plan
 
 GIB = 1 << 30
 
@@ -248,7 +248,7 @@ def run_command(command: Sequence[str], *, cwd: str | Path, log_path: str | Path
     run_env.setdefault("PYTHONUNBUFFERED", "1")  # the log shows each line as the training prints it
     start = time.monotonic()
     show = _Progress(_stream(progress))
-    from advisor import safeio
+    from advisor.core import safeio
 
     try:
         log_file = safeio.open_output(log_path, what="log file")
@@ -355,7 +355,7 @@ class Metrics:
 
 
 def read_metrics(folder: str | Path) -> Metrics:
-    from advisor import safeio
+    from advisor.core import safeio
 
     metrics = Metrics()
     for path in sorted(Path(folder).glob("rank*.jsonl")):
@@ -416,7 +416,7 @@ def _clip(text: str, n: int = 240) -> str:
 
 
 def _tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
-    from advisor import safeio
+    from advisor.core import safeio
 
     try:
         return safeio.read_tail(path, max_bytes=MAX_LOG_TAIL_BYTES, what="log").splitlines()[-n:]
@@ -459,7 +459,7 @@ class _Bundle:
 
 MAX_BUNDLE_FILE_BYTES = 2_000_000
 """The files of a bundle are a few KiB to tens of KiB (plan.json lists its alternatives); 2 MB is the limit
-`check --bundle` reads too (rules.bundle.MAX_FILE_BYTES)."""
+`check --bundle` reads too (advisor.bundle.read.MAX_FILE_BYTES)."""
 MAX_METRICS_BYTES = 64 * 1024 * 1024
 """One rank's metrics file: a line of about 300 bytes per logged step, so 64 MiB is some 200,000 steps, far more
 than a verify run takes."""
@@ -468,7 +468,7 @@ MAX_LOG_TAIL_BYTES = 1024 * 1024
 
 
 def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
-    from advisor import safeio
+    from advisor.core import safeio
 
     path = Path(bundle_dir)
     hint = "generate one with: trl-advisor generate --model MODEL --out DIR"
@@ -487,11 +487,11 @@ def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
         raise InputFileError(exc.message, hint=regenerate) from None
     if not isinstance(doc, dict):
         raise InputFileError(f"{plan_file} is not a plan (a JSON object is expected)", hint=regenerate)
-    from rules.bundle import check_plan_json
+    from advisor.bundle.read import check_plan_json
 
     check_plan_json(doc, str(plan_file))
-    from advisor.bundle_check import REQUIRED_FILES
-    from advisor.generate import BUNDLE_ORDER
+    from advisor.bundle.consistency import REQUIRED_FILES
+    from advisor.bundle.render import BUNDLE_ORDER
 
     listed = [n for n in doc.get("files") or [] if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")]
     names = dict.fromkeys([*listed, *REQUIRED_FILES, *BUNDLE_ORDER])
@@ -512,7 +512,7 @@ def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
 def _plan_from_train(src: str | None) -> tuple[Plan | None, str | None]:
     if src is None:
         return None, "no train.py"
-    from advisor.bundle_check import train_constants
+    from advisor.bundle.consistency import train_constants
 
     try:
         cfg = train_constants(src).get("CONFIG")
@@ -522,7 +522,7 @@ def _plan_from_train(src: str | None) -> tuple[Plan | None, str | None]:
         return None, "train.py does not parse: expressions nested too deeply"
     if not isinstance(cfg, dict):
         return None, "train.py has no literal CONFIG dict"
-    from rules.bundle import plan_value_problem
+    from advisor.bundle.read import plan_value_problem
 
     values = {k: cfg[k] for k in Plan.__dataclass_fields__ if k in cfg}
     found = plan_value_problem(values)
@@ -575,7 +575,7 @@ def _step_bundle(b: _Bundle) -> StepResult:
 
 
 def _step_consistency(b: _Bundle) -> StepResult:
-    from advisor.bundle_check import check_bundle_files
+    from advisor.bundle.consistency import check_bundle_files
 
     try:
         problems = check_bundle_files(b.files)
@@ -713,9 +713,9 @@ def _step_packages(b: _Bundle, report, *, cpu: bool) -> StepResult:
 
 def _step_rules(b: _Bundle) -> StepResult:
     try:
-        import rules
+        from advisor.check import check_bundle
 
-        report = rules.check_bundle(str(b.path))
+        report = check_bundle(str(b.path))
     except Exception as exc:  # AdvisorError (unknown model...) or a reader bug: report it and keep going
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         return StepResult("rules", FAIL, f"the rules could not read the bundle: {message}",
@@ -755,7 +755,7 @@ def _log_problem(log: Path) -> str | None:
     """Why verify cannot write its log at `log` (a named pipe would block the open, a symlink would send the log
     to another file), or None. The log is created empty here, so that the runner and the error path below write to
     a regular file."""
-    from advisor import safeio
+    from advisor.core import safeio
 
     try:
         safeio.open_output(log, what="log file").close()
@@ -905,7 +905,7 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int = DEFAULT_STEPS, ra
     """Check a bundle and run it briefly here; see the module docstring for the steps and tolerances.
 
     bundle_dir: the folder `trl-advisor generate --out` wrote. A missing folder or plan.json raises
-        advisor.errors.InputFileError (a usage error, exit 2), not a failed verify.
+        advisor.core.errors.InputFileError (a usage error, exit 2), not a failed verify.
     steps: optimizer steps of the short run (`launch.sh --max-steps`).
     random_init / synthetic_data: passed to launch.sh (random weights from model_config.json; generated tokens and
         a local tokenizer): together they run offline.

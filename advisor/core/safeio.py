@@ -2,7 +2,7 @@
 
 The bottom layer: only the standard library and `yaml`, so that every other module may use it. Each function raises
 UnsafeInputError, a ValueError with a one-line message that names the file; callers map it to their own error type
-(advisor.errors.InputFileError for the CLI).
+(advisor.core.errors.InputFileError for the CLI).
 
 What "safely" means here:
 * only regular files are read: a named pipe would block the open or the read forever, a device (/dev/zero,

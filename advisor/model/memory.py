@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from advisor.plan import Plan
-from advisor.specs import ModelSpec
-from advisor.target import Target
+from advisor.core.plan import Plan
+from advisor.core.specs import ModelSpec
+from advisor.core.target import Target
 
 GIB = 1 << 30
 MIB = 1 << 20

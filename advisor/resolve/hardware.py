@@ -1,0 +1,110 @@
+"""The hardware a plan is made for: `--hardware FILE` (a saved `trl-advisor probe --json` report, read back bounded
+and validated), `--gpu NAME` (a catalogue target), or this machine's probe, else the built-in default target.
+
+The reading (a regular file, at most MAX_REPORT_BYTES, strict UTF-8, JSON without NaN or deep nesting) happens
+here with advisor.core.safeio; hw_probe.report_from_data validates the document. Both errors become InputFileError: a
+one-line usage error with a hint, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+
+from advisor.core import safeio
+from advisor.core.errors import AdvisorError, InputFileError, UnknownNameError
+from advisor.core.request import Request
+from advisor.core.target import Target, default_intra_bw, default_link
+
+DEFAULT_GPU = "H100-80GB"
+"""The built-in target when no GPU is found and neither --gpu nor --hardware is given (CONTRACT.md)."""
+
+MAX_REPORT_BYTES = 4 * 1024 * 1024
+"""4 MiB: a probe report of an 8-GPU machine is about 10 KiB (tests/fixtures/hardware); 1,024 GPUs with every link
+listed stay under 4 MiB."""
+
+
+def load_report(path: str | os.PathLike[str]):
+    """The hw_probe.HardwareReport in `path`; InputFileError when the file is missing, not a regular file, too
+    large, not UTF-8 JSON, not a report of this schema, or has numbers no real machine has."""
+    import hw_probe
+
+    try:
+        text = safeio.read_text(path, max_bytes=MAX_REPORT_BYTES, what="hardware file")
+        data = safeio.load_json(text, where=os.fspath(path))
+    except safeio.UnsafeInputError as exc:
+        raise InputFileError(exc.message, hint=hw_probe.PROBE_HINT) from None
+    try:
+        return hw_probe.report_from_data(data, where=os.fspath(path))
+    except hw_probe.ReportError as exc:
+        raise InputFileError(exc.message, hint=exc.hint) from None
+
+
+def resolve_target(req: Request, *, probe=None) -> Target:
+    """--hardware FILE, else --gpu NAME, else this machine's probe, else the built-in default (noted)."""
+    from advisor import catalog
+
+    nodes = req.nodes or 1
+    if req.hardware:
+        return target_from_report(load_report(req.hardware), req, origin="file")
+    if req.gpu:
+        gpu = catalog.resolve_gpu(req.gpu)
+        link = default_link(gpu)
+        return Target(gpu=gpu, gpus_per_node=req.gpus or 1, nodes=nodes, intra_node_link=link, origin="catalog")
+    if probe is None:
+        import hw_probe
+
+        probe = hw_probe.probe
+    report = probe()
+    if report.gpus:
+        return target_from_report(report, req, origin="probe")
+    gpu = catalog.resolve_gpu(DEFAULT_GPU)
+    note = f"no GPU found here: planning for the built-in default target, {req.gpus or 1} x {gpu.id} (use --gpu or --hardware)"
+    return Target(gpu=gpu, gpus_per_node=req.gpus or 1, nodes=nodes, intra_node_link=default_link(gpu),
+                  origin="default", notes=(note,))
+
+
+def target_from_report(report, req: Request, *, origin: str) -> Target:
+    """A probe report (this machine or a saved file) as a target; --gpus / --nodes may scale it out."""
+    from advisor import catalog
+
+    if not report.gpus:
+        raise AdvisorError("the hardware report lists no GPU", hint="probe a machine with GPUs, or pass --gpu NAME")
+    first = report.gpus[0]
+    gpu = catalog.match_nvml_name(first.name, first.memory_total_bytes)
+    if gpu is None:
+        raise UnknownNameError(f"GPU '{first.name}' is not in the catalogue",
+                               hint="pass --gpu with the closest catalogue GPU (list: trl-advisor gpus)")
+    notes = list(report.notes)
+    mig = [d for g in report.gpus for d in (g.mig_devices or []) if d.memory_total_bytes]
+    if mig:
+        # One training process uses one MIG slice, and NCCL does not run collectives across MIG slices: plan for
+        # a single GPU of the largest slice's memory.
+        mem, count = max(d.memory_total_bytes for d in mig), 1
+        notes.append(f"MIG is on: planning for one slice of {mem / (1 << 30):.0f} GiB (no multi-GPU across slices)")
+    else:
+        mem, count = min(g.memory_total_bytes for g in report.gpus), len(report.gpus)
+    other = max((g.other_process_bytes or 0) for g in report.gpus)
+    link = _link_from_report(report, gpu)
+    host = report.host
+    cluster = report.cluster
+    nodes = req.nodes or (cluster.slurm_nodes if cluster.slurm and cluster.slurm_nodes else 1)
+    if req.gpus and req.gpus != count:
+        notes.append(f"planning for --gpus {req.gpus} although the report shows {count}")
+    return Target(
+        gpu=gpu, gpus_per_node=req.gpus or count, nodes=nodes, gpu_memory_bytes=mem, other_process_bytes=other,
+        intra_node_link=link, intra_node_bw_gbps=default_intra_bw(gpu, link),
+        host_ram_bytes=host.ram_total_bytes, host_ram_available_bytes=host.ram_available_bytes,
+        locked_memory_limit_bytes=host.locked_memory_limit_bytes, shm_bytes=host.shm_bytes, cpu_cores=host.cpu_cores,
+        software=report.software.by_package(), origin=origin, notes=tuple(notes),
+    )
+
+
+def _link_from_report(report, gpu) -> str:
+    links = list(report.links or [])
+    if not links:
+        return default_link(gpu)
+    if all(link.kind == "nvlink" for link in links):
+        return "nvlink"
+    if any(link.p2p is False for link in links):
+        return "pcie-nop2p"
+    return "pcie"

@@ -1,0 +1,195 @@
+"""The candidate space: every structure worth estimating (backend, ZeRO stage, offload, method, precision,
+checkpointing, Liger, SP/CP degree, vLLM mode and GPU split), and the types the search fills in."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from advisor.core import request as R
+from advisor.core.plan import Plan
+from advisor.core.request import Request
+from advisor.core.specs import ModelSpec
+from advisor.core.target import Target
+from advisor.resolve import (
+    DEFAULT_LORA_R,
+    DEFAULT_MAX_COMPLETION,
+    DEFAULT_NUM_GENERATIONS,
+    DEFAULT_SEQ_LEN,
+    DEFAULT_VLLM_MEM_FRACTION,
+)
+
+DEFAULT_GLOBAL_BATCH = 64
+"""Sequences (DPO: pairs; GRPO/RLOO: completions) per optimizer step when neither --global-batch nor --grad-accum
+is given: TRL's example scripts train with 8 GPUs x per-device 8 x accumulation 1 = 64."""
+
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+METHOD_ORDER = ("full", "lora", "qlora")
+"""When --method is not pinned, the most faithful method that fits wins, then the fastest plan within it: LoRA is
+always faster and smaller than full training, so ranking methods by tokens/s alone would never train all weights."""
+
+LIGER_MODEL_TYPES = frozenset({
+    "llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3", "gemma3_text", "qwen2", "qwen3", "qwen3_moe", "phi3",
+    "granite", "olmo2", "olmo3", "glm4", "smollm3", "deepseek_v2", "deepseek_v3", "gpt_oss"})
+"""model_types liger-kernel 0.8.5 patches (MODEL_TYPE_TO_APPLY_LIGER_FN); others are silently skipped by Liger."""
+
+
+@dataclass
+class Candidate:
+    plan: Plan
+    memory: object = None
+    speed: object = None
+    rejected_because: str = ""
+    findings: list = field(default_factory=list)
+    next_micro_note: str = ""
+    """Why the next larger micro-batch was not taken (for the explanation)."""
+
+    @property
+    def feasible(self) -> bool:
+        return not self.rejected_because
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.speed.tokens_per_second if self.speed is not None else 0.0
+
+
+@dataclass
+class Decision:
+    request: Request
+    model: ModelSpec
+    target: Target
+    chosen: Candidate | None
+    alternatives: list[Candidate]
+    reasons: dict[str, str]
+    considered: int
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ enumeration
+
+
+def _global_batch(req: Request) -> int | None:
+    if req.global_batch:
+        return req.global_batch
+    if req.grad_accum:
+        return None  # accumulation pinned: global batch follows from the micro-batch
+    return DEFAULT_GLOBAL_BATCH
+
+
+def _vllm_options(req: Request, model: ModelSpec, target: Target) -> list[tuple[str, int]]:
+    if req.trainer not in R.GENERATING_TRAINERS:
+        return [("none", 0)]
+    modes = [req.vllm] if req.vllm else ["none", "colocate", "server"]
+    out: list[tuple[str, int]] = []
+    for mode in modes:
+        if mode == "server":
+            counts = [req.vllm_gpus] if req.vllm_gpus else sorted({1, max(1, target.gpus_per_node // 4),
+                                                                  max(1, target.gpus_per_node // 2)})
+            # A dense model's server is one tensor-parallel group (rule VLLM007), which must divide the heads.
+            counts = [n for n in counts if req.vllm_gpus or model.is_moe or model.heads % n == 0]
+            out += [("server", n) for n in counts if n < target.gpus_per_node or req.vllm_gpus]
+        else:
+            out.append((mode, 0))
+    return out
+
+
+def _backend_options(req: Request, world: int) -> list[tuple[str, int, str]]:
+    """(backend, zero stage, offload) triples to try."""
+    if req.backend or req.zero is not None or req.offload:
+        backends = [req.backend] if req.backend else (["deepspeed"] if (req.zero is not None or req.offload not in
+                                                                       (None, "none")) else list(R.BACKENDS))
+    elif (req.cp_size or 1) > 1:
+        backends = ["fsdp2"]  # ring-attention CP runs on FSDP2 only (accelerate cp_backend "torch"; rule SP010)
+    else:
+        backends = ["single"] if world == 1 else ["ddp", "deepspeed", "fsdp2"]
+        if world == 1:
+            backends.append("deepspeed")  # ZeRO-Offload can make a single GPU fit a model it otherwise cannot
+    out: list[tuple[str, int, str]] = []
+    for backend in backends:
+        if backend == "deepspeed":
+            stages = [req.zero] if req.zero is not None else ([2, 3] if world == 1 else [1, 2, 3])
+            for stage in stages:
+                offloads = [req.offload] if req.offload else (["none", "optimizer", "all"] if stage == 3 else
+                                                              ["none", "optimizer"])
+                out += [("deepspeed", stage, off) for off in offloads if not (off == "all" and stage != 3)]
+        elif backend == "fsdp2":
+            out += [("fsdp2", 0, off) for off in ([req.offload] if req.offload else ["none", "all"])]
+        else:
+            out.append((backend, 0, "none"))
+    return out
+
+
+def _parallel_options(req: Request, model: ModelSpec, world: int) -> list[tuple[int, int]]:
+    """(sp, cp) pairs. Unpinned: plain data parallel, plus the Ulysses degrees the heads allow for long sequences."""
+    if req.sp_size or req.cp_size:
+        return [(req.sp_size or 1, req.cp_size or 1)]
+    if req.trainer in R.GENERATING_TRAINERS or world == 1:
+        return [(1, 1)]  # GRPO/RLOO reject SP and CP (grpo_config.py __post_init__)
+    seq = req.seq_len or DEFAULT_SEQ_LEN
+    options = [(1, 1)]
+    if seq >= 16384:
+        from rules.parallelism import valid_sp_sizes
+
+        options += [(sp, 1) for sp in valid_sp_sizes(model, world) if sp > 1]
+    return options
+
+
+def _methods(req: Request) -> list[str]:
+    return [req.method] if req.method else list(METHOD_ORDER)
+
+
+def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
+    """Every structural plan worth estimating, micro-batch 1 and accumulation to be set later."""
+    seq = req.seq_len or DEFAULT_SEQ_LEN
+    generating = req.trainer in R.GENERATING_TRAINERS
+    precision = req.precision or ("bf16" if target.gpu.has_bf16 else "fp16-mixed")
+    ckpts = [req.grad_ckpt] if req.grad_ckpt is not None else [False, True]
+    ligers = [req.liger] if req.liger is not None else ([False, True] if model.model_type in LIGER_MODEL_TYPES
+                                                        else [False])
+    lora_r = req.lora_r or DEFAULT_LORA_R
+    out: list[Plan] = []
+    for (vmode, vgpus), method in itertools.product(_vllm_options(req, model, target), _methods(req)):
+        world = target.world_size - (vgpus * target.nodes if vmode == "server" else 0)
+        if world < 1:
+            continue
+        for (backend, stage, offload), (sp, cp), ckpt, liger in itertools.product(
+                _backend_options(req, world), _parallel_options(req, model, world), ckpts, ligers):
+            if backend == "single" and world > 1:
+                continue
+            if req.unsloth and backend not in ("single", "ddp"):
+                continue
+            ref = req.ref_model or (("none" if method != "full" else "copy") if req.trainer in
+                                    (*R.PREFERENCE_TRAINERS, "rloo") else ("copy" if req.trainer == "gkd" else "none"))
+            out.append(Plan(
+                trainer=req.trainer, method=method, lora_r=lora_r, lora_alpha=2 * lora_r, backend=backend,
+                zero_stage=stage, offload=offload, offload_device=req.offload_device or "cpu", precision=precision,
+                seq_len=seq, micro_batch=req.micro_batch or 1, grad_accum=req.grad_accum or 1, grad_ckpt=ckpt,
+                liger=liger and not req.unsloth, attn=req.attn or "sdpa", packing=bool(req.packing), sp_size=sp,
+                cp_size=cp, num_processes=world, nodes=target.nodes, gpus_per_node=target.gpus_per_node,
+                unsloth=bool(req.unsloth),
+                num_generations=(req.num_generations or DEFAULT_NUM_GENERATIONS[req.trainer]) if generating else 0,
+                max_completion_len=(req.max_completion_len or min(DEFAULT_MAX_COMPLETION, seq // 2)) if generating
+                else 0,
+                vllm_mode=vmode, vllm_gpus=vgpus,
+                vllm_mem_fraction=(req.vllm_mem_fraction or DEFAULT_VLLM_MEM_FRACTION) if vmode == "colocate" else 0.0,
+                ref_model=ref, trust_remote_code=req.trust_remote_code))
+    return out
+
+
+def _accumulation(plan: Plan, micro: int, global_batch: int | None, pinned_accum: int | None) -> int:
+    """Accumulation that reaches the global batch; GRPO/RLOO also need micro x processes x accum divisible by
+    num_generations (GRPOConfig.__post_init__: generation_batch_size % num_generations)."""
+    if pinned_accum:
+        return pinned_accum
+    accum = max(1, math.ceil(global_batch / (micro * plan.dp_size))) if global_batch else 1
+    if plan.num_generations:
+        # accum must be a multiple of ng / gcd(micro x processes, ng): round up to it (closed form, not a search)
+        unit = plan.num_generations // math.gcd(micro * plan.num_processes, plan.num_generations)
+        accum = -(-accum // unit) * unit
+    return accum
+
+
+def family(plan: Plan) -> tuple:
+    return (plan.backend, plan.zero_stage, plan.offload, plan.method, plan.sp_size, plan.cp_size, plan.vllm_mode,
+            plan.vllm_gpus)

@@ -1,0 +1,97 @@
+"""Why the plan is what it is: one sentence per knob (the user's pin, the rule, or the estimate that decided it),
+and the short report `generate` prints."""
+
+from __future__ import annotations
+
+from advisor.core.plan import Plan
+from advisor.core.specs import GIB
+from advisor.search.candidates import DEFAULT_GLOBAL_BATCH, Candidate, Decision, family
+
+
+def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str, str]:
+    """One sentence per knob: the user's pin, the rule, or the estimate that decided it."""
+    req, plan, chosen = decision.request, decision.chosen.plan, decision.chosen
+    pinned = req.pinned()
+    reasons: dict[str, str] = {}
+
+    def pin(flag: str, knob: str) -> bool:
+        if flag in pinned:
+            reasons[knob] = f"pinned by --{flag.replace('_', '-')}"
+            return True
+        return False
+
+    if not pin("method", "method"):
+        reasons["method"] = (f"{plan.method}: the most faithful method that fits" if plan.method != "full" else
+                             "full: every weight trained, and it fits")
+    if not (pin("backend", "backend") or pin("zero", "backend")):
+        reasons["backend"] = f"fastest that fits: {chosen.tokens_per_second:,.0f} tokens/s predicted"
+    if not pin("micro_batch", "micro_batch"):
+        reasons["micro_batch"] = _micro_reason(decision, plan)
+    if not pin("grad_accum", "grad_accum"):
+        target = req.global_batch or DEFAULT_GLOBAL_BATCH
+        reasons["grad_accum"] = (f"{plan.micro_batch} x {plan.dp_size} data-parallel x {plan.grad_accum} = "
+                                 f"{plan.global_batch} sequences per step (target {target})")
+        if plan.num_generations:
+            reasons["grad_accum"] += f"; divisible by num_generations {plan.num_generations} (GRPOConfig rule)"
+    if not pin("grad_ckpt", "grad_ckpt"):
+        other = _twin(candidates, plan, grad_ckpt=not plan.grad_ckpt)
+        if plan.grad_ckpt:
+            if other is None:
+                reasons["grad_ckpt"] = "on: needed to fit"
+            elif other.rejected_because:
+                reasons["grad_ckpt"] = f"on: without it the plan {other.rejected_because}"
+            else:
+                reasons["grad_ckpt"] = (f"on: allows a larger micro-batch, {chosen.tokens_per_second:,.0f} vs "
+                                        f"{other.tokens_per_second:,.0f} tokens/s without it")
+        else:
+            reasons["grad_ckpt"] = "off: fits without recomputation, which costs about a third more compute"
+    if not pin("liger", "liger"):
+        reasons["liger"] = "on: predicted faster or smaller" if plan.liger else "off: no predicted gain here"
+    if plan.sp_size > 1 and "sp_size" not in pinned:
+        reasons["sp_size"] = f"Ulysses over {plan.sp_size} GPUs splits the {plan.seq_len}-token sequence to fit"
+    if plan.vllm_mode != "none" and "vllm" not in pinned:
+        reasons["vllm_mode"] = f"{plan.vllm_mode}: fastest generation that fits"
+    return reasons
+
+
+def _micro_reason(decision: Decision, plan: Plan) -> str:
+    note = decision.chosen.next_micro_note
+    if note:
+        return f"{plan.micro_batch}: the largest that fits with headroom ({note})"
+    if plan.micro_batch * plan.dp_size * 2 > (decision.request.global_batch or DEFAULT_GLOBAL_BATCH):
+        return f"{plan.micro_batch}: the largest that stays within the global batch"
+    return f"{plan.micro_batch}: predicted fastest (larger ones fit but are not faster)"
+
+
+def _twin(candidates: list[Candidate], plan: Plan, **change) -> Candidate | None:
+    want = family(plan.with_(**change)), change
+    for c in candidates:
+        if family(c.plan) == want[0] and all(getattr(c.plan, k) == v for k, v in change.items()):
+            return c
+    return None
+
+
+def render_decision(result: dict, decision: Decision, out: str) -> str:
+    """The short report `generate` prints: the plan, its numbers, why, what lost, and where the bundle is."""
+    c = decision.chosen
+    mem, speed = result["memory"], result["speed"]
+    lines = [f"{decision.model.id} {c.plan.trainer.upper()} on {decision.target.describe()}",
+             f"plan     {c.plan.short()}",
+             f"memory   {mem['per_gpu_peak_bytes'] / GIB:.1f} GiB peak per GPU (reserved "
+             f"{mem['per_gpu_reserved_bytes'] / GIB:.1f} of {mem['gpu_capacity_bytes'] / GIB:.1f} GiB usable)"
+             + (f", host {mem['host_bytes'] / GIB:.0f} GiB" if mem.get("host_bytes") else ""),
+             f"speed    {speed['tokens_per_second']:,.0f} tokens/s, {speed['step_seconds']:.2f} s/step, "
+             f"MFU {speed['mfu'] * 100:.0f}%  ({decision.considered} configurations estimated)"]
+    if decision.reasons:
+        lines.append("why")
+        width = max(len(k) for k in decision.reasons)
+        lines += [f"  {k.ljust(width)}  {v}" for k, v in decision.reasons.items()]
+    if decision.alternatives:
+        lines.append("rejected")
+        lines += [f"  {a.plan.short()}: {a.rejected_because}" for a in decision.alternatives[:5]]
+    problems = [f for f in result.get("findings", []) if f.get("status", "fail") == "fail"]
+    if problems:
+        lines.append("findings")
+        lines += [f"  {f['id']} {f['severity']}: {f['message']}" for f in problems]
+    lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {out}/launch.sh")
+    return "\n".join(lines)

@@ -1,0 +1,269 @@
+"""The search: each structure's best micro-batch against the memory model, the rules checked lazily on the
+candidates that could be chosen or shown, the ranking, the rejected alternatives, and the smallest change that
+makes a plan when none fits.
+
+Why it is fast: knobs that change the *structure* of a run are enumerated (advisor.search.candidates) and each
+structure is checked by the rule engine once; the micro-batch, on which memory grows monotonically, is then scanned
+in powers of two against the memory model alone. 405B on 16 nodes x 8 GPUs is a few hundred structures and a few
+thousand memory estimates.
+"""
+
+from __future__ import annotations
+
+import rules
+from advisor.core.errors import AdvisorError, NoFeasiblePlanError
+from advisor.core.plan import Plan
+from advisor.core.request import Request
+from advisor.core.specs import GIB, ModelSpec
+from advisor.core.target import Target
+from advisor.model.estimate import estimate_plan, result_dict
+from advisor.resolve import DEFAULT_SEQ_LEN, check_against_target, check_request, resolve_model, resolve_target
+from advisor.search.candidates import (
+    METHOD_ORDER,
+    MICRO_BATCHES,
+    Candidate,
+    Decision,
+    _accumulation,
+    _global_batch,
+    family,
+    structures,
+)
+from advisor.search.explain import explain_choice
+
+
+def _structural_errors(req: Request, model: ModelSpec, target: Target, plan: Plan) -> list:
+    findings = rules.run_rules(rules.Context(request=req, plan=plan, model=model, target=target))
+    return [f for f in findings if f.is_error]
+
+
+def _estimate(model, plan, target):
+    return estimate_plan(model, plan, target)
+
+
+def _host_ok(mem, target: Target) -> bool:
+    if target.host_ram_bytes is None or not mem.host_bytes:
+        return True
+    # Keep 10% of the node's RAM for the OS, the data loader and page cache.
+    return mem.host_bytes <= 0.9 * target.host_ram_bytes
+
+
+def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure: Plan,
+                      global_batch: int | None) -> tuple[Candidate, int]:
+    """The fastest micro-batch of one structure that fits, or the smallest miss; and how many were estimated."""
+    micros = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
+    best: Candidate | None = None
+    miss: Candidate | None = None
+    estimated = 0
+    for micro in micros:
+        if global_batch and micro > 1 and micro * structure.dp_size > global_batch and not req.micro_batch:
+            break  # a larger micro-batch would overshoot the requested global batch
+        plan = structure.with_(micro_batch=micro, grad_accum=_accumulation(structure, micro, global_batch,
+                                                                            req.grad_accum))
+        mem, spd = _estimate(model, plan, target)
+        estimated += 1
+        if not mem.fits:
+            if best is not None:
+                best.next_micro_note = (f"{micro} needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB, over the "
+                                        f"{(mem.per_gpu_reserved_bytes + mem.headroom_bytes) / GIB:.1f} GiB limit")
+            miss = miss or Candidate(plan, mem, spd, rejected_because=(
+                f"does not fit: needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB per GPU, limit "
+                f"{(mem.per_gpu_reserved_bytes + mem.headroom_bytes) / GIB:.1f} GiB"))
+            break  # memory grows with the micro-batch: larger ones do not fit either
+        if not _host_ok(mem, target):
+            miss = miss or Candidate(plan, mem, spd, rejected_because=(
+                f"needs {mem.host_bytes / GIB:.0f} GiB host RAM per node, the node has "
+                f"{target.host_ram_bytes / GIB:.0f} GiB"))
+            break
+        cand = Candidate(plan, mem, spd)
+        if best is None or cand.tokens_per_second > best.tokens_per_second:
+            best = cand
+    return (best or miss), estimated
+
+
+def search(req: Request, model: ModelSpec, target: Target) -> Decision:
+    """Memory first (cheap, and most structures of a large model fail it), then the rules, lazily: only on the
+    candidates that could be chosen or shown as alternatives, in rank order."""
+    global_batch = _global_batch(req)
+    candidates: list[Candidate] = []
+    considered = 0
+    for structure in structures(req, model, target):
+        cand, n = _best_micro_batch(req, model, target, structure, global_batch)
+        considered += n
+        if cand is not None:
+            candidates.append(cand)
+    checked: set[int] = set()
+
+    def passes_rules(c: Candidate) -> bool:
+        if id(c) not in checked:
+            checked.add(id(c))
+            if c.feasible:
+                errors = _structural_errors(req, model, target, c.plan)
+                if errors:
+                    c.rejected_because, c.findings = f"{errors[0].id}: {errors[0].message}", errors
+        return c.feasible
+
+    chosen = next((c for c in sorted((c for c in candidates if c.feasible), key=lambda c: _rank_key(c, req))
+                   if passes_rules(c)), None)
+    alternatives = _alternatives(candidates, chosen, passes_rules)
+    decision = Decision(req, model, target, chosen, alternatives, {}, considered)
+    if chosen is not None:
+        decision.reasons = explain_choice(decision, candidates)
+    return decision
+
+
+COMPLEXITY_MARGIN = {"single": 0.0, "ddp": 0.0, "fsdp2": 0.03, "deepspeed": 0.05}
+"""A sharded backend must predict this much more tokens/s than a plain one to be chosen: it adds a dependency and
+JIT-built ops (DeepSpeed's FusedAdam/CPUAdam), and the speed model's own error (docs/accuracy.md) is of this order."""
+
+
+LIGER_MARGIN = 0.03
+"""Liger must predict 3% more tokens/s to be chosen unpinned: `use_liger_kernel` is deprecated in TRL 1.16 (rule
+CMP006) and adds a dependency."""
+
+
+def _rank_key(c: Candidate, req: Request):
+    """Offloading is a last resort (host RAM, PCIe traffic, CPU Adam: several times slower); then the most
+    faithful method (unless pinned); then predicted tokens/s, discounted by the backend's complexity margin."""
+    method_rank = METHOD_ORDER.index(c.plan.method) if not req.method else 0
+    score = c.tokens_per_second * (1.0 - COMPLEXITY_MARGIN.get(c.plan.backend, 0.0))
+    if c.plan.liger and req.liger is None:
+        score *= 1.0 - LIGER_MARGIN
+    return (c.plan.offload != "none", method_rank, -score)
+
+
+def _pick(feasible: list[Candidate], req: Request) -> Candidate | None:
+    return min(feasible, key=lambda c: _rank_key(c, req)) if feasible else None
+
+
+def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_rules,
+                  limit: int = 8) -> list[Candidate]:
+    """The best candidate of every other family (backend, stage, offload, method, parallelism, vLLM split), each
+    with the reason it lost; rules are checked only on the candidates shown."""
+    families: dict[tuple, list[Candidate]] = {}
+    for c in candidates:
+        if chosen is not None and family(c.plan) == family(chosen.plan):
+            continue
+        families.setdefault(family(c.plan), []).append(c)
+    same = chosen.plan.method if chosen is not None else None
+
+    def order(group: list[Candidate]):
+        best = max(group, key=lambda c: (c.feasible, c.tokens_per_second))
+        return (not best.feasible, best.plan.method != same, -best.tokens_per_second)
+
+    alts: list[Candidate] = []
+    for group in sorted(families.values(), key=order):
+        group.sort(key=lambda c: (not c.feasible, -c.tokens_per_second))
+        pick = next((c for c in group if passes_rules(c)), group[0])
+        alts.append(pick)
+        if len(alts) >= limit:
+            break
+    for c in alts:
+        if c.feasible and chosen is not None:
+            if c.plan.method != chosen.plan.method and c.tokens_per_second >= chosen.tokens_per_second:
+                c.rejected_because = (f"trains {c.plan.method} instead of {chosen.plan.method}: a {chosen.plan.method}"
+                                      " plan fits, and --method was not pinned")
+            elif c.plan.offload != "none" and chosen.plan.offload == "none":
+                c.rejected_because = (f"offloads to host memory ({c.tokens_per_second:,.0f} tokens/s): used only when "
+                                      "nothing fits on the GPUs")
+            elif c.tokens_per_second >= chosen.tokens_per_second:
+                c.rejected_because = (f"{c.tokens_per_second:,.0f} tokens/s is within the "
+                                      f"{COMPLEXITY_MARGIN.get(c.plan.backend, 0) * 100:.0f}% margin a "
+                                      f"{c.plan.backend} plan must win by over a simpler one")
+            else:
+                ratio = chosen.tokens_per_second / max(c.tokens_per_second, 1e-9)
+                c.rejected_because = f"slower: {c.tokens_per_second:,.0f} tokens/s ({ratio:.2f}x less)"
+    return alts
+
+
+def smallest_change(req: Request, model: ModelSpec, target: Target) -> str:
+    """Try the changes a user can make, least disruptive first, and name the first that yields a plan."""
+    seq = req.seq_len or DEFAULT_SEQ_LEN
+    tries: list[tuple[str, Request, Target]] = []
+    if req.micro_batch and req.micro_batch > 1:
+        tries.append(("--micro-batch 1", req.with_(micro_batch=1), target))
+    if req.grad_ckpt is False:
+        tries.append(("--grad-ckpt", req.with_(grad_ckpt=True), target))
+    if req.method in ("full", "lora"):
+        nxt = "lora" if req.method == "full" else "qlora"
+        tries.append((f"--method {nxt}", req.with_(method=nxt), target))
+    if req.offload in (None, "none") and req.backend in (None, "deepspeed"):
+        tries.append(("--backend deepspeed --zero 3 --offload all", req.with_(backend="deepspeed", zero=3,
+                                                                             offload="all"), target))
+    shorter = seq // 2
+    while shorter >= 512:
+        tries.append((f"--seq-len {shorter} (fewer tokens per step)", req.with_(seq_len=shorter), target))
+        shorter //= 2
+    for gpus in (2, 4, 8):
+        if gpus > target.gpus_per_node:
+            tries.append((f"--gpus {gpus} ({gpus - target.gpus_per_node} more GPUs per node)",
+                          req.with_(gpus=gpus), target.with_(gpus_per_node=gpus)))
+    for nodes in (2, 4, 8, 16):
+        if nodes > target.nodes and target.gpus_per_node >= 8:
+            tries.append((f"--nodes {nodes}", req.with_(nodes=nodes), target.with_(nodes=nodes)))
+    for label, r, t in tries:
+        decision = search(r, model, t)
+        if decision.chosen is not None:
+            c = decision.chosen
+            host = ""
+            if c.plan.offload != "none" and c.memory.host_bytes:
+                host = f", with {c.memory.host_bytes / GIB:.0f} GiB host RAM per node"
+            return f"{label} makes one: {c.plan.short()}{host} ({c.tokens_per_second:,.0f} tokens/s)"
+    return "no single change found: try a smaller model, LoRA/QLoRA, or more GPUs"
+
+
+def _raise_if_a_pin_breaks_a_rule(req: Request, model: ModelSpec, target: Target) -> None:
+    """When every structure fails a rule whatever the memory (a pinned --sp-size 7 on 28 heads, say), the user's
+    pin is the problem: report that rule and its fix, not a memory suggestion."""
+    first_errors = None
+    for structure in structures(req, model, target):
+        errors = _structural_errors(req, model, target, structure)
+        if not errors:
+            return
+        first_errors = first_errors or errors
+    if first_errors:
+        e = first_errors[0]
+        raise PinnedRuleError(f"{e.id} {e.name}: {e.message}", hint=e.fix or rules.get_rule(e.id).name)
+
+
+class PinnedRuleError(AdvisorError):
+    """A pinned knob breaks a rule in every candidate plan: exit 1 like `check`, with the rule's fix."""
+
+    exit_code = NoFeasiblePlanError.exit_code
+
+
+def plan_json(plan: Plan) -> dict:
+    """The generate JSON's `plan` object: the contract keys first, then every other Plan field."""
+    d = plan.to_dict()
+    keys = ("backend", "zero_stage", "offload", "method", "precision", "micro_batch", "grad_accum", "grad_ckpt",
+            "liger", "sp_size", "cp_size", "vllm_mode", "num_processes", "nodes")
+    return {**{k: d[k] for k in keys}, **{k: v for k, v in d.items() if k not in keys}}
+
+
+def alternative_json(c: Candidate) -> dict:
+    return {"plan": plan_json(c.plan), "tokens_per_second": round(c.tokens_per_second, 1),
+            "per_gpu_peak_bytes": c.memory.per_gpu_peak_bytes if c.memory is not None else None,
+            "rejected_because": c.rejected_because}
+
+
+def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
+    """Search and build the generate JSON (without writing anything)."""
+    check_request(req)
+    model = resolve_model(req)
+    target = resolve_target(req, probe=probe)
+    check_against_target(req, target)
+    decision = search(req, model, target)
+    decision.notes = list(target.notes)
+    if decision.chosen is None:
+        _raise_if_a_pin_breaks_a_rule(req, model, target)
+        raise NoFeasiblePlanError(
+            f"no plan for {model.id} ({req.trainer}) fits {target.describe()}: searched {decision.considered} "
+            "configurations", hint=smallest_change(req, model, target))
+    c = decision.chosen
+    findings = rules.finding_dicts(rules.Context(request=req, plan=c.plan, model=model, target=target,
+                                                memory=c.memory, speed=c.speed))
+    result = result_dict(req, model, target, c.plan, c.memory, c.speed, findings)
+    result["plan"] = plan_json(c.plan)
+    result["why"] = dict(decision.reasons)
+    result["alternatives"] = [alternative_json(a) for a in decision.alternatives]
+    result["search"] = {"configurations_estimated": decision.considered}
+    return decision, result

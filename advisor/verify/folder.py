@@ -1,0 +1,117 @@
+"""The bundle folder as verify reads it: plan.json (bounded, type-checked), the files it lists, and the plan in
+train.py's CONFIG."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from advisor.core.errors import InputFileError
+from advisor.core.plan import Plan
+from advisor.verify.limits import MAX_BUNDLE_FILE_BYTES
+from advisor.verify.outcome import _num
+
+
+@dataclass
+class _Bundle:
+    """What verify read from the folder."""
+
+    path: Path
+    doc: dict
+    files: dict[str, str]
+    plan: Plan | None
+    plan_error: str | None
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """File name -> why it was not read (a named pipe, a device, too large, not UTF-8)."""
+
+
+def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
+    from advisor.core import safeio
+
+    path = Path(bundle_dir)
+    hint = "generate one with: trl-advisor generate --model MODEL --out DIR"
+    if not path.exists():
+        raise InputFileError(f"bundle folder not found: {path}", hint=hint)
+    if not path.is_dir():
+        raise InputFileError(f"{path} is not a folder", hint="pass the folder `trl-advisor generate --out` wrote")
+    plan_file = path / "plan.json"
+    regenerate = "re-create the bundle with trl-advisor generate --force"
+    try:
+        text = safeio.read_text(plan_file, max_bytes=MAX_BUNDLE_FILE_BYTES, what="plan file")
+        doc = safeio.load_json(text, where=str(plan_file))
+    except safeio.UnsafeInputError as exc:
+        if exc.reason == "missing":
+            raise InputFileError(f"{path} has no plan.json: not a trl-advisor bundle", hint=hint) from None
+        raise InputFileError(exc.message, hint=regenerate) from None
+    if not isinstance(doc, dict):
+        raise InputFileError(f"{plan_file} is not a plan (a JSON object is expected)", hint=regenerate)
+    from advisor.bundle.read import check_plan_json
+
+    check_plan_json(doc, str(plan_file))
+    from advisor.bundle.consistency import REQUIRED_FILES
+    from advisor.bundle.render import BUNDLE_ORDER
+
+    listed = [n for n in doc.get("files") or [] if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")]
+    names = dict.fromkeys([*listed, *REQUIRED_FILES, *BUNDLE_ORDER])
+    files: dict[str, str] = {"plan.json": text}
+    unreadable: dict[str, str] = {}
+    for name in names:
+        if name == "plan.json":
+            continue
+        try:
+            files[name] = safeio.read_text(path / name, max_bytes=MAX_BUNDLE_FILE_BYTES, what="bundle file")
+        except safeio.UnsafeInputError as exc:
+            if exc.reason != "missing":  # missing files are the bundle step's "missing ..."
+                unreadable[name] = exc.message
+    plan, plan_error = _plan_from_train(files.get("train.py"))
+    return _Bundle(path=path, doc=doc, files=files, plan=plan, plan_error=plan_error, unreadable=unreadable)
+
+
+def _plan_from_train(src: str | None) -> tuple[Plan | None, str | None]:
+    if src is None:
+        return None, "no train.py"
+    from advisor.bundle.consistency import train_constants
+
+    try:
+        cfg = train_constants(src).get("CONFIG")
+    except SyntaxError as exc:
+        return None, f"train.py does not parse: {exc.msg} (line {exc.lineno})"
+    except (RecursionError, MemoryError):  # the parser recurses once per nesting level
+        return None, "train.py does not parse: expressions nested too deeply"
+    if not isinstance(cfg, dict):
+        return None, "train.py has no literal CONFIG dict"
+    from advisor.bundle.read import plan_value_problem
+
+    values = {k: cfg[k] for k in Plan.__dataclass_fields__ if k in cfg}
+    found = plan_value_problem(values)
+    if found:
+        return None, f"train.py CONFIG: {found[0]} {found[1]}"
+    try:
+        return Plan(**values), None
+    except TypeError as exc:
+        return None, f"train.py CONFIG is incomplete: {exc}"
+
+
+def _uses_deepspeed(b: _Bundle) -> bool:
+    if b.plan is not None:
+        return b.plan.uses_deepspeed
+    return (b.doc.get("plan") or {}).get("backend") == "deepspeed"
+
+
+def _predictions(doc: dict) -> dict:
+    """plan.json's predictions; a value that is not a finite number (text, true, NaN) is None: nothing to compare."""
+    mem = doc.get("memory") or {}
+    spd = doc.get("speed") or {}
+
+    def number(value: Any) -> float | int | None:
+        return value if _num(value) is not None and math.isfinite(value) else None
+
+    return {
+        "per_gpu_peak_bytes": number(mem.get("per_gpu_peak_bytes")),
+        "per_gpu_reserved_bytes": number(mem.get("per_gpu_reserved_bytes")),
+        "tokens_per_second": number(spd.get("tokens_per_second")),
+        "step_seconds": number(spd.get("step_seconds")),
+    }

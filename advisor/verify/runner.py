@@ -1,0 +1,128 @@
+"""Running the bundle's launch.sh in its own process group: output teed to verify.log, a wall-clock limit, and every
+child process ended on a timeout or an interrupt."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from advisor.core.errors import InputFileError
+from advisor.verify.limits import DEFAULT_TIMEOUT_SECONDS
+
+# -------------------------------------------------------------------------------------------------------- runner
+
+@dataclass(frozen=True)
+class RunResult:
+    returncode: int
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+Runner = Callable[..., "RunResult | int"]
+"""runner(command, *, cwd, log_path, timeout_seconds) -> RunResult (or a bare exit code). It runs `command` in
+`cwd` and leaves its output in `log_path`; tests pass a fake that writes metrics files instead of training."""
+
+
+def _stream(progress: IO[str] | None | str) -> IO[str] | None:
+    """"stderr" means sys.stderr as it is at call time (not at import: test harnesses swap it)."""
+    return sys.stderr if progress == "stderr" else progress  # type: ignore[return-value]
+
+
+class _Progress:
+    """The run's output on stderr while it runs: on a terminal one line that keeps showing the latest output line,
+    elsewhere (CI logs) every line, indented."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        self.stream = stream
+        self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
+        self.dirty = False
+
+    def line(self, text: str) -> None:
+        if self.stream is None:
+            return
+        text = text.rstrip()
+        if self.tty:
+            if not text:
+                return
+            cols = 100
+            try:
+                cols = os.get_terminal_size(self.stream.fileno()).columns
+            except (OSError, ValueError, AttributeError):
+                pass
+            self.stream.write("\r\x1b[K  | " + text[: max(10, cols - 5)])
+            self.dirty = True
+        else:
+            self.stream.write(f"  | {text}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream is not None and self.tty and self.dirty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def run_command(command: Sequence[str], *, cwd: str | Path, log_path: str | Path,
+                timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, progress: IO[str] | None | str = "stderr",
+                env: dict[str, str] | None = None) -> RunResult:
+    """Run `command` in its own process group, copy its output (stdout and stderr merged) to `log_path` and to
+    `progress`, and stop the whole group at the timeout (SIGTERM, then SIGKILL after 30 s): accelerate, torchrun
+    and DeepSpeed start children that a kill of the parent alone would leave running."""
+    run_env = dict(os.environ if env is None else env)
+    run_env.setdefault("PYTHONUNBUFFERED", "1")  # the log shows each line as the training prints it
+    start = time.monotonic()
+    show = _Progress(_stream(progress))
+    from advisor.core import safeio
+
+    try:
+        log_file = safeio.open_output(log_path, what="log file")
+    except safeio.UnsafeInputError as exc:  # a named pipe or a symlink where the log goes
+        raise InputFileError(exc.message, hint="remove it; verify writes its log there") from None
+    with log_file as log:
+        proc = subprocess.Popen(list(command), cwd=str(cwd), env=run_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                bufsize=1, start_new_session=True)
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # universal newlines: tqdm's \r updates arrive as lines too
+                log.write(line if line.endswith("\n") else line + "\n")
+                log.flush()
+                show.line(line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop_group(proc)
+        except BaseException:  # Ctrl-C: do not leave the training running
+            _stop_group(proc)
+            raise
+        finally:
+            reader.join(timeout=10)
+            show.close()
+    return RunResult(returncode=proc.returncode if proc.returncode is not None else -9, timed_out=timed_out,
+                     seconds=time.monotonic() - start)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
