@@ -171,6 +171,7 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_check(args) -> int:
+    import rules
     from advisor import check
 
     if args.bundle:
@@ -184,7 +185,7 @@ def cmd_check(args) -> int:
     if args.json:
         _print_json(report.to_json())
     else:
-        _emit(report.render() + "\n")
+        _emit(rules.render_check(report).rstrip("\n") + "\n")
     return ExitCode.OK if report.ok else ExitCode.FINDINGS
 
 

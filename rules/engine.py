@@ -60,7 +60,7 @@ def run_rule(rule: Rule, ctx: Context, *, strict: bool = False) -> Finding:
 def run_rules(ctx: Context, rules: Iterable[Rule] | None = None, *, strict: bool = False) -> list[Finding]:
     """Every rule's finding for this context, passes and not-applicable ones included, in registry order."""
     if rules is None:
-        from rules import ALL_RULES
+        from rules.rulebook import ALL_RULES
 
         rules = ALL_RULES
     return [run_rule(r, ctx, strict=strict) for r in rules]
@@ -91,11 +91,6 @@ class CheckReport:
     """Diagnostics about the target (e.g. no GPU found here): the CLI prints them on stderr."""
     source: str = "request"
     """request | bundle (the path)."""
-
-    def render(self) -> str:
-        from rules.render import render_check
-
-        return render_check(self).rstrip("\n")
 
     @property
     def ok(self) -> bool:

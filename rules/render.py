@@ -11,7 +11,7 @@ WIDTH = 100
 
 
 def _rules() -> tuple[Rule, ...]:
-    from rules import ALL_RULES
+    from rules.rulebook import ALL_RULES
 
     return ALL_RULES
 
@@ -73,7 +73,7 @@ def render_rules() -> str:
 
 def explain(rule_id: str) -> str:
     """`trl-advisor explain ID` (ruff `rule` style). Unknown id -> advisor.core.errors.UnknownNameError."""
-    from rules import get_rule
+    from rules.rulebook import get_rule
 
     r = get_rule(rule_id)
     lines = [f"{r.id} {r.name} ({r.severity})", r.summary, ""]
@@ -94,7 +94,7 @@ def explain(rule_id: str) -> str:
 
 
 def explain_json(rule_id: str) -> dict:
-    from rules import get_rule
+    from rules.rulebook import get_rule
 
     return rule_dict(get_rule(rule_id))
 

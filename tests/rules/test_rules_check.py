@@ -7,7 +7,7 @@ from pathlib import Path
 
 from advisor.check import check_request
 from advisor.core.request import Request
-from rules import CheckReport, Context, failures, run_rules
+from rules import CheckReport, Context, failures, render_check, run_rules
 
 HARDWARE = Path(__file__).resolve().parents[1] / "fixtures" / "hardware"
 
@@ -47,7 +47,7 @@ def test_clean_configuration_is_ok():
                                    sp_size=4, attn="flash_attention_2"))
     assert report.ok, [(f.id, f.message) for f in report.errors]
     assert not [f for f in report.failures if f.severity == "error"]
-    assert "0 error(s)" in report.render()
+    assert "0 error(s)" in render_check(report)
 
 
 def test_warnings_alone_keep_ok_true():
