@@ -13,7 +13,7 @@ from advisor.core.errors import InputFileError
 from advisor.core.request import Request
 from advisor.core.target import Target, default_link
 from advisor.model.estimate import BREAKDOWN_KEYS, estimate_plan, result_dict
-from advisor.model.memory import GIB
+from advisor.model.units import GIB
 from rules import vercmp
 from rules.engine import CheckReport, finding_dicts, run_rules
 from rules.model import Context, default_versions, normalize_package

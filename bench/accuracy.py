@@ -9,7 +9,7 @@ Inputs: the benchmark records in RESULTS (bench/README.md: one JSON line per con
 counts) and the spot measurements in SPOT (tests/model/spot_measure.py). Every "ok" row is compared on peak allocated
 memory (torch.cuda.max_memory_allocated), peak reserved memory and median step time; "oom" rows are checked to be
 predicted not to fit. Errors are predicted / measured - 1. Statistics are given per split: "fit" (the benchmark's fit
-rows and the spot rows, the only rows the FITTED constants of advisor/memory.py and advisor/speed.py were fitted on),
+rows and the spot rows, the only rows the FITTED constants of advisor/model/calibration.py and advisor/model/speed.py were fitted on),
 "holdout" (never used for fitting) and "all".
 
 The output is deterministic (rows sorted, fixed float formats) so tests/model/test_accuracy.py can check that
@@ -31,9 +31,11 @@ from typing import Any
 from advisor.catalog import resolve_gpu, resolve_model
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
-from advisor.model import memory as M
+from advisor.model import calibration as MC
 from advisor.model import speed as S
-from advisor.model.estimate import estimate_plan, plan_from_bench_row
+from advisor.model import units as MU
+from advisor.model.bench_rows import plan_from_bench_row
+from advisor.model.estimate import estimate_plan
 from bench import baselines as B
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,12 +63,12 @@ SPLITS = ("fit", "holdout", "all")
 # The FITTED constants and the values they had before this calibration (the seeds written with the model), with
 # what each was fitted against. Values are read from the modules at report time.
 FITTED: tuple[tuple[Any, str, Any, str, str], ...] = (
-    (M, "ACTIVATION_FACTOR", 1.0, "", "peak allocated (the fit gives 0.98-0.99; kept at 1.0, see the constant's note)"),
-    (M, "RUNTIME_ALLOCATED_BYTES", 160 * MIB, "bytes",
+    (MC, "ACTIVATION_FACTOR", 1.0, "", "peak allocated (the fit gives 0.98-0.99; kept at 1.0, see the constant's note)"),
+    (MC, "RUNTIME_ALLOCATED_BYTES", 160 * MIB, "bytes",
      "memory_allocated() after the last step minus weights and optimizer states (fit rows)"),
-    (M, "FRAGMENTATION", 0.10, "", "peak reserved (mean \\|log error\\|), one fraction shared with STATIC_SLACK"),
-    (M, "STATIC_SLACK", 0.01, "", "peak reserved, equal to FRAGMENTATION (see its note)"),
-    (M, "CUDA_CONTEXT_BYTES", 2 * GIB, "bytes", "NVML used minus max_memory_reserved (largest over the fit rows)"),
+    (MC, "FRAGMENTATION", 0.10, "", "peak reserved (mean \\|log error\\|), one fraction shared with STATIC_SLACK"),
+    (MC, "STATIC_SLACK", 0.01, "", "peak reserved, equal to FRAGMENTATION (see its note)"),
+    (MC, "CUDA_CONTEXT_BYTES", 2 * GIB, "bytes", "NVML used minus max_memory_reserved (largest over the fit rows)"),
     (S, "MFU_CEILING", 0.55, "", "step time, jointly with the speed constants below (mean \\|log error\\|)"),
     (S, "LAUNCH_SECONDS", 35e-6, "s", "step time (joint fit)"),
     (S, "CKPT_LAYER_SECONDS", 3e-3, "s", "step time (joint fit)"),
@@ -236,13 +238,13 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
 @contextmanager
 def _dropout(value: float | None):
     """The LoRA dropout the run used (PEFT's lora_dropout; advisor.model.memory assumes the generated bundle's 0.05)."""
-    old = M.LORA_DROPOUT
+    old = MU.LORA_DROPOUT
     if value is not None:
-        M.LORA_DROPOUT = float(value)
+        MU.LORA_DROPOUT = float(value)
     try:
         yield
     finally:
-        M.LORA_DROPOUT = old
+        MU.LORA_DROPOUT = old
 
 
 def evaluate(runs: list[Run]) -> list[Evaluated]:
@@ -583,7 +585,7 @@ def render_markdown(report: Report) -> str:
     for e in rows:
         if e.run.status != "oom":
             continue
-        margin = int(M.SAFETY_MARGIN_FRACTION * resolve_gpu(GPU_ID).memory_bytes)
+        margin = int(MC.SAFETY_MARGIN_FRACTION * resolve_gpu(GPU_ID).memory_bytes)
         w(f"| {e.run.name} | {e.run.split} | {config_summary(e.run.knobs)} | {_gib(e.run.peak_allocated)} | "
           f"{_gib(e.run.failed_request)} | {_gib(e.demand_lower_bound)} | {_gib(e.pred_allocated)} "
           f"({_pct(e.pred_allocated / e.demand_lower_bound - 1)}) | {_gib(e.pred_reserved)} | "
@@ -593,7 +595,7 @@ def render_markdown(report: Report) -> str:
     # --- constants
     w("## Fitted constants")
     w("")
-    w("The few constants declared FITTED in `advisor/memory.py` and `advisor/speed.py`, fitted on the fit split only "
+    w("The few constants declared FITTED in `advisor/model/calibration.py` and `advisor/model/speed.py`, fitted on the fit split only "
       "(one value per constant for every run; no per-run terms), of the first file: the second file's rows left "
       "them as they were (its corrections are terms read from DeepSpeed's and accelerate's source, not fitted "
       "values). Each constant's docstring has the evidence. To "

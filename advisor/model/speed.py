@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
 from advisor.core.target import PCIE_GBPS, Target
-from advisor.model import memory as M
-from advisor.model.memory import FP32, HALF, MemoryEstimate, Precision, dims
+from advisor.model import activations as MA
+from advisor.model import capacity as MCAP
+from advisor.model import dims as MD
+from advisor.model import generation as MG
+from advisor.model import states as MS
+from advisor.model import units as MU
+from advisor.model.dims import Precision, dims
+from advisor.model.memory import MemoryEstimate
+from advisor.model.units import FP32, HALF
 
 GB = 1e9
 
@@ -190,7 +197,7 @@ def attention_context(model: ModelSpec, seq_len: int) -> float:
     return s
 
 
-def forward_flops(d: M.Dims, model: ModelSpec, tokens: float, logit_tok: float, seq_len: int) -> tuple[float, float]:
+def forward_flops(d: MD.Dims, model: ModelSpec, tokens: float, logit_tok: float, seq_len: int) -> tuple[float, float]:
     """(matmul, attention) FLOPs of one forward over `tokens` tokens, `logit_tok` of which go through the LM head."""
     body = 2.0 * (d.matmul_active - d.lm_head) * tokens
     head = 2.0 * d.lm_head * logit_tok
@@ -201,11 +208,11 @@ def forward_flops(d: M.Dims, model: ModelSpec, tokens: float, logit_tok: float, 
 # ---------------------------------------------------------------------------------------------------------------------
 # Terms
 # ---------------------------------------------------------------------------------------------------------------------
-def micro_batch_times(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> dict[str, float]:
+def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> dict[str, float]:
     """GPU seconds of one micro-batch's forward + backward (+ recompute, dequantization, reference forwards), its
     CPU dispatch time, and its useful FLOPs."""
-    t = M.local_tokens(plan)
-    n_logit = M.logit_tokens(plan)
+    t = MA.local_tokens(plan)
+    n_logit = MA.logit_tokens(plan)
     peak = peak_flops(plan, target)
     eff = gemm_efficiency(d.h, t)
     mm_f, attn_f = forward_flops(d, model, t, n_logit, plan.seq_len)
@@ -237,7 +244,7 @@ def micro_batch_times(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, p
     dequant = 0.0
     if plan.method == "qlora":
         passes = 3 if plan.grad_ckpt else 2
-        dequant = passes * d.quantized * (M.NF4_BYTES_PER_PARAM + HALF) / mem_bw(target)
+        dequant = passes * d.quantized * (MU.NF4_BYTES_PER_PARAM + HALF) / mem_bw(target)
 
     # reference / KL / teacher forwards inside compute_loss (no grad)
     ref_passes = 0
@@ -262,7 +269,7 @@ def micro_batch_times(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, p
     if adapter:
         lf, lb = LORA_KERNELS_PER_LINEAR
         per_layer += d.linears_per_layer * (lf * fwd_passes + lb)
-    tiles = -(-max(1, n_logit) // M.CHUNK_TOKENS) * -(-d.V // M.CHUNK_VOCAB)
+    tiles = -(-max(1, n_logit) // MU.CHUNK_TOKENS) * -(-d.V // MU.CHUNK_VOCAB)
     kernels = d.L * per_layer + HEAD_KERNELS_PER_TILE * tiles * (2 + ref_passes)
     dispatch = kernels * LAUNCH_SECONDS + (d.L * CKPT_LAYER_SECONDS if plan.grad_ckpt else 0.0)
     if plan.method == "qlora":
@@ -275,7 +282,7 @@ def micro_batch_times(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, p
             "useful_flops": useful, "flops": executed, "backward": (compute + attention) * 2 / 3}
 
 
-def layer_elementwise_bytes(d: M.Dims, plan: Plan, pr: Precision) -> float:
+def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
     """HBM bytes per token that one decoder layer's forward streams through non-GEMM ops (eager transformers 5
     Llama/Qwen2 modules; act = activation bytes, res = residual-stream bytes):
 
@@ -301,7 +308,7 @@ def layer_elementwise_bytes(d: M.Dims, plan: Plan, pr: Precision) -> float:
     return float(per_token)
 
 
-def elementwise_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, tokens: int, fwd_passes: int,
+def elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, tokens: int, fwd_passes: int,
                         ref_passes: int) -> float:
     """GPU seconds of the memory-bound non-GEMM ops per micro-batch: each forward pass (and recompute) streams
     layer_elementwise_bytes per token and layer, the backward ELEMENTWISE_BWD_FACTOR times that, each no-grad
@@ -317,7 +324,7 @@ def elementwise_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, to
     return nbytes / mem_bw(target)
 
 
-def autocast_casts_per_layer(d: M.Dims, plan: Plan, pr: Precision) -> int:
+def autocast_casts_per_layer(d: MD.Dims, plan: Plan, pr: Precision) -> int:
     """Extra kernels per decoder layer and pass under torch.autocast over fp32 tensors (bf16-mixed / fp16-mixed): one
     input cast per q/k/v and gate/up call (the residual stream is fp32) and one weight cast per Linear (the autocast
     cache lasts one forward); the backward runs as many cast-backward kernels."""
@@ -326,7 +333,7 @@ def autocast_casts_per_layer(d: M.Dims, plan: Plan, pr: Precision) -> int:
     return d.qkv_linears + d.gate_up_linears + (d.linears_per_layer if pr.fp32_weights_amp else 0)
 
 
-def lora_elementwise_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision) -> float:
+def lora_elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
     """Memory-bound work PEFT's lora.Linear adds around its two small GEMMs, per micro-batch: on each adapted Linear's
     input, the cast to the fp32 adapter dtype (read act, write 4 B), dropout (read, write, 1-byte mask) and autocast's
     cast back to bf16 (read 4, write 2); on its output, B's result, the scaling multiply and the add into the base
@@ -338,16 +345,16 @@ def lora_elementwise_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precisio
     c_in = 0
     if pr.adapter != pr.act:
         c_in += pr.act + pr.adapter
-    if M.lora_dropout_active(plan):  # DPO/KTO/GKD zero it (memory.DROPOUT_DISABLED_TRAINERS)
+    if MA.lora_dropout_active(plan):  # DPO/KTO/GKD zero it (memory.DROPOUT_DISABLED_TRAINERS)
         c_in += 2 * pr.adapter + 1
     if pr.autocast and pr.adapter == FP32:
         c_in += FP32 + HALF
     passes = 3 + (1 if plan.grad_ckpt else 0)
-    nbytes = M.local_tokens(plan) * d.L * (ins * c_in + outs * 10) * passes
+    nbytes = MA.local_tokens(plan) * d.L * (ins * c_in + outs * 10) * passes
     return nbytes / mem_bw(target)
 
 
-def optimizer_step_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision) -> float:
+def optimizer_step_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
     """The optimizer step on the GPU is memory-bound. Fused AdamW reads weight, grad, exp_avg, exp_avg_sq and writes
     weight and both moments (2w + g + 4s bytes per param), plus one read of the grads for clip_grad_norm_. DeepSpeed
     (per partition): 16-bit grads -> fp32 (2 + 4), fp32 grad read (4), master and moments read and written (24), the
@@ -355,8 +362,8 @@ def optimizer_step_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision)
     if plan.offload != "none":
         return 0.0
     adapter = plan.method != "full"
-    ptr = M.trainable_params(d, plan)
-    n = M.shard_count(plan)
+    ptr = MS.trainable_params(d, plan)
+    n = MS.shard_count(plan)
     if plan.backend == "deepspeed":
         local = ptr / (n if plan.zero_stage >= 1 else 1)
         nbytes = local * 40.0
@@ -367,7 +374,7 @@ def optimizer_step_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision)
     return nbytes / mem_bw(target)
 
 
-def communication_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> float:
+def communication_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> float:
     """Exposed collective time per step.
 
     DDP: one all-reduce of the trainable grads per step (accelerate skips the sync on accumulation micro-batches),
@@ -379,9 +386,9 @@ def communication_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, 
     layer, hidden behind the attention."""
     ga = plan.grad_accum
     dp = plan.dp_size
-    n = M.shard_count(plan)
+    n = MS.shard_count(plan)
     adapter = plan.method != "full"
-    ptr = M.trainable_params(d, plan)
+    ptr = MS.trainable_params(d, plan)
     total = 0.0
     window_bwd = micro["backward"]
     window_all = micro["gpu"]
@@ -399,19 +406,19 @@ def communication_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, 
             total += ga * exposed(collective_seconds(ptr * w, 1, n, plan, target), window_bwd)
             total += collective_seconds(ptr * w, 1, n, plan, target)
         else:
-            all_params = (M.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
+            all_params = (MS.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
             passes = 3 if plan.grad_ckpt else 2
             ag = passes * collective_seconds(all_params, 1, n, plan, target)
             rs = collective_seconds(ptr * w, 1, n, plan, target)
             total += ga * exposed(ag + rs, window_all)
     elif plan.backend == "fsdp2":
         cb = pr.compute
-        all_params = (M.frozen_base_bytes(d, plan, cb) + ptr * cb) if adapter else d.P * cb
+        all_params = (MS.frozen_base_bytes(d, plan, cb) + ptr * cb) if adapter else d.P * cb
         passes = 3 if plan.grad_ckpt else 2
         ag = passes * collective_seconds(all_params, 1, n, plan, target)
         rs = collective_seconds(ptr * (pr.adapter if adapter else pr.load), 1, n, plan, target)
         total += ga * exposed(ag + rs, window_all)
-    t = M.local_tokens(plan)
+    t = MA.local_tokens(plan)
     if plan.sp_size > 1:
         sp = plan.sp_size
         per_pass = d.L * t * (2 * d.q + 2 * d.kv) * pr.act * (sp - 1) / sp / (target.intra_node_bw_gbps * GB)
@@ -423,7 +430,7 @@ def communication_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, 
     return total
 
 
-def offload_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> tuple[float, float]:
+def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> tuple[float, float]:
     """(PCIe transfers exposed, CPU optimizer) per step.
 
     DeepSpeed optimizer offload: fp32 grads of the local partition go to pinned host memory (every micro-batch from
@@ -434,17 +441,17 @@ def offload_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, micro:
     if plan.offload == "none":
         return 0.0, 0.0
     ga = plan.grad_accum
-    n = M.shard_count(plan)
+    n = MS.shard_count(plan)
     pcie = PCIE_GBPS.get(target.gpu.pcie_gen, 25.0) * GB
-    ptr = M.trainable_params(d, plan)
+    ptr = MS.trainable_params(d, plan)
     adapter = plan.method != "full"
-    procs = M.processes_per_node(plan)
+    procs = MCAP.processes_per_node(plan)
     cores = (target.cpu_cores or DEFAULT_CPU_CORES)
     host_bw = min(HOST_MEMORY_BW_GBPS, CPU_ADAM_GBPS_PER_CORE * cores * DS_CPUADAM_CORES) * GB
     passes = 3 if plan.grad_ckpt else 2
     if plan.backend == "fsdp2":
         w = pr.compute
-        all_params = (M.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
+        all_params = (MS.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
         move = ga * (passes * all_params / n + ptr * FP32 / n) / pcie
         xfer = exposed(move, ga * micro["gpu"])
         cpu = procs * ptr / n * CPU_ADAM_BYTES_PER_PARAM * TORCH_CPU_ADAM_SLOWDOWN / host_bw
@@ -454,7 +461,7 @@ def offload_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, micro:
     params_in = local * FP32 / pcie
     xfer = exposed(grads_out, ga * micro["backward"]) + params_in
     if plan.offload == "all" and plan.zero_stage == 3:
-        all_params = (M.frozen_base_bytes(d, plan, pr.work) + ptr * pr.work) if adapter else d.P * pr.work
+        all_params = (MS.frozen_base_bytes(d, plan, pr.work) + ptr * pr.work) if adapter else d.P * pr.work
         xfer += ga * exposed(passes * all_params / n / pcie, micro["gpu"])
     cpu = procs * local * CPU_ADAM_BYTES_PER_PARAM / host_bw
     if plan.offload_device == "nvme":
@@ -462,7 +469,7 @@ def offload_seconds(d: M.Dims, plan: Plan, target: Target, pr: Precision, micro:
     return xfer, cpu
 
 
-def generation_seconds(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> tuple[float, float]:
+def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> tuple[float, float]:
     """(generation, log-prob passes) per step for GRPO/RLOO (one generation of mb x grad_accum completions per GPU per
     step) and GKD (on-policy generation; lmbda = 0.5 by default: half the steps).
 
@@ -477,21 +484,21 @@ def generation_seconds(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, 
     peak = peak_flops(plan, target)
     bw = mem_bw(target)
     if plan.trainer == "gkd":
-        g, completion, prompt, share = plan.micro_batch, M.GKD_MAX_NEW_TOKENS, plan.seq_len, 0.5 * plan.grad_accum
+        g, completion, prompt, share = plan.micro_batch, MU.GKD_MAX_NEW_TOKENS, plan.seq_len, 0.5 * plan.grad_accum
     else:
-        g = M.generation_batch(plan)
+        g = MG.generation_batch(plan)
         completion = plan.max_completion_len
         prompt = max(1, plan.seq_len - completion)
         share = 1.0
     active = d.matmul_active
     w16 = pr.work if plan.backend == "deepspeed" else (pr.compute if plan.backend == "fsdp2" else pr.load)
     if plan.method == "qlora":
-        weight_read = d.quantized * (M.NF4_BYTES_PER_PARAM + 2 * HALF) + (d.P - d.quantized) * pr.load
+        weight_read = d.quantized * (MU.NF4_BYTES_PER_PARAM + 2 * HALF) + (d.P - d.quantized) * pr.load
     else:
         weight_read = d.P * w16
     kvb = w16
     kv_avg = 2 * d.L * d.kv * (prompt + completion / 2) * kvb
-    n = M.shard_count(plan)
+    n = MS.shard_count(plan)
     # a decode step's GEMMs have the batch as their token dimension; its weight streaming is counted separately, so
     # only the hidden-size penalty applies to its compute bound
     dense = MFU_CEILING * d.h / (d.h + HIDDEN_HALF)
@@ -525,7 +532,7 @@ def generation_seconds(d: M.Dims, model: ModelSpec, plan: Plan, target: Target, 
         gen = decode + prefill + sync
     gen *= share
 
-    old, ref = M.logprob_passes(plan)
+    old, ref = MG.logprob_passes(plan)
     scoring = 0.0
     if old or ref:
         tokens = g * plan.seq_len

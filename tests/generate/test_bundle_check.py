@@ -1,4 +1,4 @@
-"""bundle_check catches what it claims to: each test breaks one thing in a good bundle and expects that problem."""
+"""advisor.bundle.consistency catches what it claims to: each test breaks one thing in a good bundle and expects that problem."""
 
 from __future__ import annotations
 

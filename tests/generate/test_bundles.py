@@ -435,7 +435,7 @@ def test_reasons_from_the_planner_win():
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_shell_scripts_parse(case, tmp_path):
-    """`bash -n`: the scripts parse (the quoting lint in bundle_check does not parse shell)."""
+    """`bash -n`: the scripts parse (the quoting lint in advisor.bundle.consistency does not parse shell)."""
     _, _, files = case
     for name in ("launch.sh", "slurm.sbatch"):
         if name in files:

@@ -34,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from advisor.core.specs import GpuSpec, ModelSpec  # noqa: E402
 from advisor.core.target import Target  # noqa: E402
-from advisor.model import memory as M  # noqa: E402
+from advisor.model import calibration as MC
 from advisor.model import speed as S  # noqa: E402
-from advisor.model.estimate import estimate_plan, plan_from_bench_row  # noqa: E402
+from advisor.model import units as MU
+from advisor.model.bench_rows import plan_from_bench_row
+from advisor.model.estimate import estimate_plan  # noqa: E402
 
 MEASURED = {"peak_allocated": "peak_allocated_bytes", "peak_reserved": "peak_reserved_bytes",
             "step_seconds": "step_seconds_median"}
@@ -95,13 +97,13 @@ def resolve_gpu(name: str) -> GpuSpec:
 @contextmanager
 def overrides(row: dict):
     """Per-row settings the Plan does not carry (the LoRA dropout of the measured script)."""
-    old = M.LORA_DROPOUT
+    old = MU.LORA_DROPOUT
     if row.get("lora_dropout") is not None:
-        M.LORA_DROPOUT = float(row["lora_dropout"])
+        MU.LORA_DROPOUT = float(row["lora_dropout"])
     try:
         yield
     finally:
-        M.LORA_DROPOUT = old
+        MU.LORA_DROPOUT = old
 
 
 def predict(row: dict, *, models: dict | None = None, gpus: dict | None = None) -> dict[str, float]:
@@ -150,10 +152,10 @@ def score(rows: list[dict], key: str) -> float:
 
 def fit(rows: list[dict], name: str, grid: list[float]) -> tuple[float, float]:
     """Best grid value of one constant (left set to it) and its score."""
-    module = M if hasattr(M, name) else S
+    module = MC if hasattr(MC, name) else S
     if not hasattr(module, name):
-        raise SystemExit(f"no constant {name} in advisor.model.memory or advisor.model.speed")
-    key = "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is M else "step_seconds")
+        raise SystemExit(f"no constant {name} in advisor.model.calibration or advisor.model.speed")
+    key = "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is MC else "step_seconds")
     best = None
     for value in grid:
         setattr(module, name, value)
@@ -165,10 +167,10 @@ def fit(rows: list[dict], name: str, grid: list[float]) -> tuple[float, float]:
 
 
 def quantity(name: str) -> str:
-    module = M if hasattr(M, name) else S
+    module = MC if hasattr(MC, name) else S
     if not hasattr(module, name):
-        raise SystemExit(f"no constant {name} in advisor.model.memory or advisor.model.speed")
-    return "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is M else "step_seconds")
+        raise SystemExit(f"no constant {name} in advisor.model.calibration or advisor.model.speed")
+    return "peak_reserved" if name in RESERVED_CONSTANTS else ("peak_allocated" if module is MC else "step_seconds")
 
 
 def mean_log_error(rows: list[dict], key: str) -> float:
@@ -186,7 +188,7 @@ def coordinate_fit(rows: list[dict], names: list[str], rounds: int = 4) -> tuple
     if len(keys) != 1:
         raise SystemExit(f"--coordinate constants must drive one quantity, these drive {sorted(keys)}")
     key = keys.pop()
-    modules = {n: (M if hasattr(M, n) else S) for n in names}
+    modules = {n: (MC if hasattr(MC, n) else S) for n in names}
     best = mean_log_error(rows, key)
     for _ in range(rounds):
         moved = False
@@ -214,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_rows(args.results, args.split)
     if args.coordinate:
         names = [n for n in args.coordinate.split(",") if n]
-        start = {n: getattr(M if hasattr(M, n) else S, n) for n in names}
+        start = {n: getattr(MC if hasattr(MC, n) else S, n) for n in names}
         start_score = mean_log_error(rows, quantity(names[0]))
         values, s = coordinate_fit(rows, names, args.rounds)
         print(f"mean |log error| {start_score:.4f} -> {s:.4f} over {len(rows)} rows")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.model import memory as M
+from advisor.model import calibration as MC
 from bench import accuracy as A
 from bench import baselines as B
 
@@ -227,6 +227,6 @@ def test_bundles_run_by_verify_are_still_predicted():
         err = now["per_gpu_peak_bytes"] / measured - 1
         if r["plan"]["backend"] == "fsdp2":
             gpu = A.resolve_gpu(r["gpu"]).memory_bytes
-            assert now["per_gpu_peak_bytes"] + M.FSDP2_UNEXPLAINED_MARGIN_FRACTION * gpu >= measured, r["case"]
+            assert now["per_gpu_peak_bytes"] + MC.FSDP2_UNEXPLAINED_MARGIN_FRACTION * gpu >= measured, r["case"]
         else:
             assert abs(err) <= 0.06, (r["case"], err)

@@ -12,11 +12,10 @@ from model_fixtures import LLAMA_8B, QWEN_05B, QWEN_7B, make_plan, target
 
 from advisor.check import render_estimate
 from advisor.core.request import Request
+from advisor.model.bench_rows import bench_row_errors, plan_from_bench_row
 from advisor.model.estimate import (
     BREAKDOWN_KEYS,
-    bench_row_errors,
     estimate_plan,
-    plan_from_bench_row,
     result_dict,
 )
 from advisor.model.speed import estimate_speed

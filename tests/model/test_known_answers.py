@@ -9,7 +9,13 @@ from types import SimpleNamespace
 import pytest
 from model_fixtures import GIB, LLAMA2_7B, LLAMA_8B, QWEN_05B, QWEN_7B, make_plan, target
 
-from advisor.model import memory as M
+from advisor.model import activations as MA
+from advisor.model import buffers as MB
+from advisor.model import dims as MD
+from advisor.model import generation as MG
+from advisor.model import logits as ML
+from advisor.model import states as MS
+from advisor.model import units as MU
 from advisor.model.estimate import estimate_plan
 from advisor.model.memory import estimate_memory, korthikanti_layer_activations, zero_paper_model_states
 from advisor.model.speed import estimate_speed
@@ -29,11 +35,11 @@ def test_deepspeed_states_are_the_paper_plus_the_fp32_grad_copy(stage):
     # Our DeepSpeed model = the ZeRO paper's 2 + 2 + 12 bytes/param, plus what the step allocates: a flat 16-bit copy
     # of the gradient partition and its fp32 conversion (stage_1_and_2.py step; estimate_zero2's "4_grads_32bit"
     # counts only the fp32 one, the H200's ZeRO-2 runs show both). Checked on Llama-3.1-8B, 64 GPUs.
-    d = M.dims(LLAMA_8B)
+    d = MD.dims(LLAMA_8B)
     p = make_plan(backend="deepspeed", zero_stage=stage, num_processes=64, gpus_per_node=8, grad_accum=2)
-    pr = M.Precision(p)
-    g_full, _, g_step = M.gradient_bytes(d, p, pr)
-    states = M.weight_bytes(d, p, pr) + g_full - g_step + M.optimizer_bytes(d, p, pr)
+    pr = MD.Precision(p)
+    g_full, _, g_step = MS.gradient_bytes(d, p, pr)
+    states = MS.weight_bytes(d, p, pr) + g_full - g_step + MS.optimizer_bytes(d, p, pr)
     assert states == pytest.approx(zero_paper_model_states(LLAMA_8B.params, 64, stage), rel=1e-6)
     assert g_step == pytest.approx((2 + 4) * LLAMA_8B.params / 64, rel=1e-6)
 
@@ -57,10 +63,10 @@ def test_model_states_match_deepspeed_estimators(stage):
     # module is the LM head / embedding (the logits transient counts that one): at least half its 4 * largest_layer.
     s12 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
     s3 = pytest.importorskip("deepspeed.runtime.zero.stage3")
-    d = M.dims(QWEN_7B)
+    d = MD.dims(QWEN_7B)
     p = make_plan(backend="deepspeed", zero_stage=stage, num_processes=8)
-    pr = M.Precision(p)
-    states = M.weight_bytes(d, p, pr) + M.gradient_bytes(d, p, pr)[0] + M.optimizer_bytes(d, p, pr)
+    pr = MD.Precision(p)
+    states = MS.weight_bytes(d, p, pr) + MS.gradient_bytes(d, p, pr)[0] + MS.optimizer_bytes(d, p, pr)
     if stage == 2:
         _, gpu = s12.estimate_zero2_model_states_mem_needs(QWEN_7B.params, 8, 1, cpu_offload=False)
         assert states == pytest.approx(gpu + 2 * QWEN_7B.params / 8, rel=1e-6)
@@ -68,7 +74,7 @@ def test_model_states_match_deepspeed_estimators(stage):
         _, gpu, largest = s3.estimate_zero3_model_states_mem_needs(QWEN_7B.params, d.largest_module, 8, 1,
                                                                     cpu_offload=False)
         assert states == pytest.approx(gpu - largest + 4 * QWEN_7B.params / 8, rel=1e-6)
-        live = M.zero3_live_param_bytes(d, p, pr)
+        live = MB.zero3_live_param_bytes(d, p, pr)
         assert d.largest_module == d.embed
         assert largest / 2 <= live <= largest * 1.2
 
@@ -76,28 +82,28 @@ def test_model_states_match_deepspeed_estimators(stage):
 def test_deepspeed_offload_estimators():
     # estimate_zero2 with cpu_offload: gpu = 2P (16-bit params only); estimate_zero3 cpu_offload + params: gpu = 4 Lmax.
     s12 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
-    d = M.dims(QWEN_7B)
+    d = MD.dims(QWEN_7B)
     p = make_plan(backend="deepspeed", zero_stage=2, num_processes=8, offload="optimizer")
-    pr = M.Precision(p)
-    states = M.weight_bytes(d, p, pr) + M.gradient_bytes(d, p, pr)[0] + M.optimizer_bytes(d, p, pr)
+    pr = MD.Precision(p)
+    states = MS.weight_bytes(d, p, pr) + MS.gradient_bytes(d, p, pr)[0] + MS.optimizer_bytes(d, p, pr)
     _, gpu = s12.estimate_zero2_model_states_mem_needs(QWEN_7B.params, 8, 1, cpu_offload=True)
     assert states == pytest.approx(gpu, rel=1e-6)
     p3 = replace(p, zero_stage=3, offload="all")
-    pr3 = M.Precision(p3)
-    assert M.weight_bytes(d, p3, pr3) + M.gradient_bytes(d, p3, pr3)[0] + M.optimizer_bytes(d, p3, pr3) == 0
+    pr3 = MD.Precision(p3)
+    assert MS.weight_bytes(d, p3, pr3) + MS.gradient_bytes(d, p3, pr3)[0] + MS.optimizer_bytes(d, p3, pr3) == 0
 
 
 # ---------------------------------------------------------------------------------------------------- activations
 def test_full_recompute_keeps_2sbh_per_layer():
     # Korthikanti et al., arXiv:2205.05198 section 4.3: with full activation recomputation only each layer's input
     # is stored: 2sbh bytes per layer in 16-bit. Our checkpointed stack is L x that (plus the final norm, RoPE).
-    d = M.dims(LLAMA_8B)
+    d = MD.dims(LLAMA_8B)
     p = make_plan(seq_len=4096, micro_batch=2, grad_ckpt=True)
-    pr = M.Precision(p)
-    stack, _ = M.activation_bytes(d, p, pr)
+    pr = MD.Precision(p)
+    stack, _ = MA.activation_bytes(d, p, pr)
     inputs = LLAMA_8B.layers * korthikanti_layer_activations(4096, 2, LLAMA_8B.hidden, LLAMA_8B.heads,
                                                              recompute=True)
-    shared = M.norm_saved_bytes(4096 * 2, LLAMA_8B.hidden, pr, weight_trainable=True, liger=False) \
+    shared = MA.norm_saved_bytes(4096 * 2, LLAMA_8B.hidden, pr, weight_trainable=True, liger=False) \
         + 2 * 4096 * 2 * LLAMA_8B.head_dim * 2
     assert stack == pytest.approx(inputs + shared, rel=1e-9)
 
@@ -106,14 +112,14 @@ def test_eager_scores_cost_korthikanti_plus_fp32_softmax_minus_dropout():
     # Korthikanti eq. 1: 5as^2b bytes of attention scores per layer (QK^T 2, softmax 2, dropout mask 1).
     # transformers' eager_attention_forward has no dropout in training for Llama/Qwen (attention_dropout 0.0) but
     # runs softmax in fp32 and keeps its bf16 cast: 4 + 2 = 6 bytes per score, i.e. 5 - 1 + 2.
-    d = M.dims(LLAMA2_7B)
+    d = MD.dims(LLAMA2_7B)
     s1, s2, b = 1024, 2048, 1
 
     def scores_part(s):
         p = make_plan(seq_len=s, micro_batch=b, attn="eager", grad_ckpt=False)
         q = replace(p, attn="sdpa")
-        pr = M.Precision(p)
-        return M.attention_saved_bytes(d, p, pr) - M.attention_saved_bytes(d, q, pr)
+        pr = MD.Precision(p)
+        return MA.attention_saved_bytes(d, p, pr) - MA.attention_saved_bytes(d, q, pr)
 
     a = LLAMA2_7B.heads
     # f(s) = alpha s + beta s^2  =>  beta = (f(2s) - 2 f(s)) / (2 s^2); report it per (a * b * s^2)
@@ -130,7 +136,7 @@ def test_kv_cache_llama2_7b_half_a_mib_per_token():
     # 2 * layers * hidden * 2 B gives 0.5 MiB/token for Llama-2-7B): 2 x 32 layers x 4096 x 2 bytes = 524288 B.
     p = make_plan(trainer="grpo", micro_batch=1, grad_accum=1, seq_len=4096, max_completion_len=1024,
                   num_generations=2)
-    kv = M.kv_cache_bytes(M.dims(LLAMA2_7B), p, M.Precision(p))
+    kv = MG.kv_cache_bytes(MD.dims(LLAMA2_7B), p, MD.Precision(p))
     per_token = 524288
     assert kv == per_token * 4096 * (32 + 1) // 32  # + one layer's torch.cat copy while the cache grows
 
@@ -138,7 +144,7 @@ def test_kv_cache_llama2_7b_half_a_mib_per_token():
 def test_nf4_double_quant_bits():
     # Dettmers et al., arXiv:2305.14314 section 3: double quantization brings the constants from 0.5 to 0.127 bits
     # per parameter: 4.127 bits per NF4 weight.
-    assert M.NF4_BYTES_PER_PARAM * 8 == pytest.approx(4.127, abs=0.001)
+    assert MU.NF4_BYTES_PER_PARAM * 8 == pytest.approx(4.127, abs=0.001)
 
 
 # ---------------------------------------------------------------------------------------------------- gpu-notes
@@ -209,18 +215,18 @@ def test_trl_chunk_constants_match_the_installed_trl():
     # trl/trainer/utils.py).
     chunked = pytest.importorskip("trl.kernels.chunked_logprob")
     trl_utils = pytest.importorskip("trl.trainer.utils")
-    assert chunked.TOKEN_CHUNK_SIZE == M.CHUNK_TOKENS
-    assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == M.CHUNK_VOCAB
+    assert chunked.TOKEN_CHUNK_SIZE == MU.CHUNK_TOKENS
+    assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == MU.CHUNK_VOCAB
 
 
 def test_full_logits_never_materialized_outside_gkd():
     # 1.16 trainers score through the fused head: the logits term must stay far below [tokens, vocab] fp32.
-    d = M.dims(QWEN_7B)
+    d = MD.dims(QWEN_7B)
     p = make_plan(seq_len=8192, micro_batch=4, method="lora")
     full_logits_fp32 = 8192 * 4 * QWEN_7B.vocab * 4
-    assert M.logits_bytes(d, p, M.Precision(p)) < full_logits_fp32 / 10
+    assert ML.logits_bytes(d, p, MD.Precision(p)) < full_logits_fp32 / 10
     gkd = replace(p, trainer="gkd", ref_model="copy")
-    assert M.logits_bytes(d, gkd, M.Precision(gkd)) > full_logits_fp32
+    assert ML.logits_bytes(d, gkd, MD.Precision(gkd)) > full_logits_fp32
 
 
 def test_estimate_plan_returns_both():

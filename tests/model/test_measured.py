@@ -4,7 +4,7 @@ Fourteen SFT runs of random-weight Qwen2.5-0.5B / 1.5B on one H200 (torch 2.11, 
 0.21.0; bf16 model, HF Trainer defaults: fused AdamW, SDPA, non-reentrant checkpointing unless `use_reentrant`; LoRA
 r16 alpha 32 all-linear, dropout as recorded), made with spot_measure.py in this folder: torch.cuda.max_memory_allocated
 / max_memory_reserved over 6 steps, median step time of steps 2-6. The memory side of the model was written before
-these runs; LAUNCH_SECONDS, CKPT_LAYER_SECONDS, LORA_KERNELS_PER_LINEAR and the Liger kernel counts in advisor/speed.py
+these runs; LAUNCH_SECONDS, CKPT_LAYER_SECONDS, LORA_KERNELS_PER_LINEAR and the Liger kernel counts in advisor/model/speed.py
 were seeded from them, and these rows are part of the fit split the FITTED constants were then fitted on (with the
 benchmark's fit rows; docs/accuracy.md), so these checks are regression guards, not independent tests: the holdout
 rows in tests/model/test_accuracy.py are.

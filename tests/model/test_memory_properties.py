@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from model_fixtures import LLAMA_8B, MODELS, QWEN_05B, QWEN_7B, make_plan, target
 
-from advisor.model import memory as M
+from advisor.model import activations as MA
+from advisor.model import buffers as MB
+from advisor.model import dims as MD
+from advisor.model import generation as MG
+from advisor.model import logits as ML
+from advisor.model import states as MS
+from advisor.model import units as MU
 from advisor.model.memory import estimate_memory
 
 SETTINGS = settings(max_examples=int(os.environ.get("MODEL_TEST_EXAMPLES", "150")), deadline=None, database=None,
@@ -95,9 +101,9 @@ def test_zero3_shrinks_with_more_ranks(model, plan, more):
 @given(models, plans())
 def test_gradient_checkpointing_reduces_activations(model, plan):
     on, off = replace(plan, grad_ckpt=True), replace(plan, grad_ckpt=False)
-    d, pr = M.dims(model), M.Precision(plan)
-    stack_on, tr_on = M.activation_bytes(d, on, pr)
-    stack_off, tr_off = M.activation_bytes(d, off, pr)
+    d, pr = MD.dims(model), MD.Precision(plan)
+    stack_on, tr_on = MA.activation_bytes(d, on, pr)
+    stack_off, tr_off = MA.activation_bytes(d, off, pr)
     assert stack_on + tr_on <= stack_off + tr_off
     assert est(model, on).per_gpu_peak_bytes <= est(model, off).per_gpu_peak_bytes
 
@@ -119,7 +125,7 @@ def test_lora_below_full(model, plan):
     # so on a tiny model with a huge micro-batch and no checkpointing its activations can outweigh the 6-16 B/param
     # of states full fine-tuning adds (only its 2 B/param of grads when the optimizer is offloaded). Below 16k tokens
     # per micro-batch with checkpointing and the optimizer on the GPU, LoRA must cost less.
-    assume(plan.grad_ckpt and M.local_tokens(plan) <= 16384 and plan.offload == "none")
+    assume(plan.grad_ckpt and MA.local_tokens(plan) <= 16384 and plan.offload == "none")
     full = est(model, replace(plan, method="full"))
     lora = est(model, replace(plan, method="lora"))
     assert lora.per_gpu_peak_bytes < full.per_gpu_peak_bytes
@@ -129,65 +135,65 @@ def test_zero3_model_states_scale_one_over_n():
     # ZeRO-3 partitions params, grads and optimizer states: on 8 GPUs each holds 1/8 of what one GPU holds, and the
     # gathered-layer / bucket terms do not change with N. (The step's transient covers one optimizer sub-group of at
     # most 1e9 partition elements, so it stops growing past that: compared apart.)
-    d = M.dims(LLAMA_8B)
+    d = MD.dims(LLAMA_8B)
     one = make_plan(backend="deepspeed", zero_stage=3, num_processes=1)
     eight = replace(one, num_processes=8, gpus_per_node=8)
     states, steps = [], []
     for p in (one, eight):
-        pr = M.Precision(p)
-        g_full, _, g_step = M.gradient_bytes(d, p, pr)
-        states.append(M.weight_bytes(d, p, pr) + g_full - g_step + M.optimizer_bytes(d, p, pr))
+        pr = MD.Precision(p)
+        g_full, _, g_step = MS.gradient_bytes(d, p, pr)
+        states.append(MS.weight_bytes(d, p, pr) + g_full - g_step + MS.optimizer_bytes(d, p, pr))
         steps.append(g_step)
     assert abs(states[1] - states[0] / 8) <= 8
-    assert steps == [6 * M.DS_SUB_GROUP_SIZE, 6 * min(LLAMA_8B.params // 8, M.DS_SUB_GROUP_SIZE)]
-    pr = M.Precision(one)
-    assert M.zero3_live_param_bytes(d, one, pr) == M.zero3_live_param_bytes(d, eight, pr)
-    assert M.zero_bucket_bytes(d, one, pr) == M.zero_bucket_bytes(d, eight, pr)
+    assert steps == [6 * MU.DS_SUB_GROUP_SIZE, 6 * min(LLAMA_8B.params // 8, MU.DS_SUB_GROUP_SIZE)]
+    pr = MD.Precision(one)
+    assert MB.zero3_live_param_bytes(d, one, pr) == MB.zero3_live_param_bytes(d, eight, pr)
+    assert MB.zero_bucket_bytes(d, one, pr) == MB.zero_bucket_bytes(d, eight, pr)
     # and relative to ZeRO-0 on one GPU (20 B/param with BF16_Optimizer's fp32 grad buffer): 16/20 x 1/8 (ZeRO-3
     # keeps 16-bit params, 16-bit grads, fp32 master and Adam moments)
     zero0 = replace(one, zero_stage=0)
-    pr0 = M.Precision(zero0)
-    s0 = M.weight_bytes(d, zero0, pr0) + M.gradient_bytes(d, zero0, pr0)[0] + M.optimizer_bytes(d, zero0, pr0)
+    pr0 = MD.Precision(zero0)
+    s0 = MS.weight_bytes(d, zero0, pr0) + MS.gradient_bytes(d, zero0, pr0)[0] + MS.optimizer_bytes(d, zero0, pr0)
     assert abs(states[1] / s0 - 16 / 20 / 8) < 1e-6
 
 
 def test_deepspeed_keeps_fp32_states_whatever_the_model_dtype():
-    d = M.dims(QWEN_7B)
+    d = MD.dims(QWEN_7B)
     for precision in ("bf16", "bf16-mixed"):
         p = make_plan(backend="deepspeed", zero_stage=2, precision=precision)
-        assert M.optimizer_bytes(d, p, M.Precision(p)) == 12 * QWEN_7B.params
-        assert M.weight_bytes(d, p, M.Precision(p)) == 2 * QWEN_7B.params
+        assert MS.optimizer_bytes(d, p, MD.Precision(p)) == 12 * QWEN_7B.params
+        assert MS.weight_bytes(d, p, MD.Precision(p)) == 2 * QWEN_7B.params
 
 
 def test_precision_bytes_per_param_match_the_contract():
     # CONTRACT.md: bf16 = 2 + 2 + 4 bytes/param (HF Trainer, no master); bf16-mixed and fp32 = 4 + 4 + 8.
-    d = M.dims(QWEN_05B)
+    d = MD.dims(QWEN_05B)
     for precision, expected in (("bf16", (2, 2, 4)), ("bf16-mixed", (4, 4, 8)), ("fp16-mixed", (4, 4, 8)),
                                 ("fp32", (4, 4, 8))):
         p = make_plan(precision=precision)
-        pr = M.Precision(p)
-        got = (M.weight_bytes(d, p, pr), M.gradient_bytes(d, p, pr)[0], M.optimizer_bytes(d, p, pr))
+        pr = MD.Precision(p)
+        got = (MS.weight_bytes(d, p, pr), MS.gradient_bytes(d, p, pr)[0], MS.optimizer_bytes(d, p, pr))
         assert got == tuple(e * QWEN_05B.params for e in expected), precision
 
 
 def test_lora_adapters_fp32_on_a_bf16_base():
     # PEFT 0.21 autocast_adapter_dtype=True: adapters (and so their grads and Adam states) in fp32 on a bf16 base;
     # QLoRA adapters are cast to bf16 by TRL.
-    d = M.dims(QWEN_7B)
+    d = MD.dims(QWEN_7B)
     lora_n = QWEN_7B.lora_params(16)
     p = make_plan(method="lora")
-    pr = M.Precision(p)
-    assert M.weight_bytes(d, p, pr) == 2 * QWEN_7B.params + 4 * lora_n
-    assert M.gradient_bytes(d, p, pr)[0] == 4 * lora_n
-    assert M.optimizer_bytes(d, p, pr) == 8 * lora_n
+    pr = MD.Precision(p)
+    assert MS.weight_bytes(d, p, pr) == 2 * QWEN_7B.params + 4 * lora_n
+    assert MS.gradient_bytes(d, p, pr)[0] == 4 * lora_n
+    assert MS.optimizer_bytes(d, p, pr) == 8 * lora_n
     q = make_plan(method="qlora")
-    assert M.optimizer_bytes(d, q, M.Precision(q)) == 4 * lora_n
+    assert MS.optimizer_bytes(d, q, MD.Precision(q)) == 4 * lora_n
 
 
 def test_dpo_doubles_tokens_and_adds_a_reference_copy():
     sft = make_plan(seq_len=2048, micro_batch=2)
     dpo = replace(sft, trainer="dpo", ref_model="copy")
-    assert M.local_tokens(dpo) == 2 * M.local_tokens(sft)
+    assert MA.local_tokens(dpo) == 2 * MA.local_tokens(sft)
     m = est(QWEN_7B, dpo)
     assert m.detail["reference_model"] == 2 * QWEN_7B.params  # bf16 copy, no grads
     peft = est(QWEN_7B, replace(dpo, method="lora", ref_model="none"))
@@ -199,7 +205,7 @@ def test_grpo_generation_batch_and_vllm_colocate():
     # GRPOConfig: steps_per_generation = gradient_accumulation_steps; each GPU generates mb x ga completions at once.
     p = make_plan(trainer="grpo", micro_batch=8, grad_accum=4, seq_len=2048, max_completion_len=1024,
                   num_generations=8)
-    assert M.generation_batch(p) == 32
+    assert MG.generation_batch(p) == 32
     m = est(QWEN_7B, p)
     assert m.detail["phase_generation"] > 0
     colo = est(QWEN_7B, replace(p, vllm_mode="colocate", vllm_mem_fraction=0.3))
@@ -210,19 +216,19 @@ def test_grpo_generation_batch_and_vllm_colocate():
 def test_sequence_parallel_divides_activations():
     base = make_plan(backend="deepspeed", zero_stage=3, num_processes=8, seq_len=32768, micro_batch=1)
     sp = replace(base, sp_size=4)
-    d = M.dims(LLAMA_8B)
-    a = sum(M.activation_bytes(d, base, M.Precision(base)))
-    b = sum(M.activation_bytes(d, sp, M.Precision(sp)))
+    d = MD.dims(LLAMA_8B)
+    a = sum(MA.activation_bytes(d, base, MD.Precision(base)))
+    b = sum(MA.activation_bytes(d, sp, MD.Precision(sp)))
     assert abs(b / a - 0.25) < 0.01
 
 
 def test_liger_reduces_activations():
-    d = M.dims(QWEN_7B)
+    d = MD.dims(QWEN_7B)
     p = make_plan(grad_ckpt=False, seq_len=4096, micro_batch=2)
-    assert sum(M.activation_bytes(d, replace(p, liger=True), M.Precision(p))) < \
-        sum(M.activation_bytes(d, p, M.Precision(p)))
+    assert sum(MA.activation_bytes(d, replace(p, liger=True), MD.Precision(p))) < \
+        sum(MA.activation_bytes(d, p, MD.Precision(p)))
     # Liger does not touch the LM head term: TRL forces fused_linear_cross_entropy=False
-    assert M.logits_bytes(d, replace(p, liger=True), M.Precision(p)) == M.logits_bytes(d, p, M.Precision(p))
+    assert ML.logits_bytes(d, replace(p, liger=True), MD.Precision(p)) == ML.logits_bytes(d, p, MD.Precision(p))
 
 
 def test_offload_moves_optimizer_to_host():

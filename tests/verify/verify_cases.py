@@ -2,7 +2,7 @@
 
 The model row is Qwen2.5-0.5B's config.json; the predictions are round made-up numbers (verify compares, it does not
 predict); the fake runner writes metrics/rank<k>.jsonl records in the shape train.py's PeakMemoryCallback writes
-(advisor/templates/train.py.j2): a start record, then per optimizer step a `step` record (step_seconds and the peaks
+(advisor/bundle/templates/train.py.j2): a start record, then per optimizer step a `step` record (step_seconds and the peaks
 so far) followed by a `log` record (the Trainer calls on_step_end before on_log), a final log with train_loss, and an
 end record.
 """

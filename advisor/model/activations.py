@@ -1,0 +1,202 @@
+"""Activations saved for backward, per micro-batch (Korthikanti et al., arXiv:2205.05198, section 4, adapted to
+what transformers 5's Llama/Qwen2 modules save: no dropout, RMSNorm in fp32, SiLU-gated MLP, SDPA/FlashAttention
+without s^2 scores), with gradient checkpointing, Liger, LoRA dropout and autocast weight caches."""
+
+from __future__ import annotations
+
+from advisor.core.plan import Plan
+from advisor.model import calibration, units
+from advisor.model.dims import Dims, Precision
+from advisor.model.states import trainable_params
+from advisor.model.units import DROPOUT_DISABLED_TRAINERS, FP32, HALF
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Activations (Korthikanti et al., arXiv:2205.05198, section 4, adapted to what transformers 5's Llama/Qwen2 modules
+# save for backward: no dropout, RMSNorm computed in fp32, SiLU-gated MLP, SDPA/FlashAttention without s^2 scores)
+# ---------------------------------------------------------------------------------------------------------------------
+def local_tokens(plan: Plan) -> int:
+    """Tokens one GPU holds per micro-batch: DPO concatenates chosen and rejected (DataCollatorForPreference:
+    2 * micro_batch rows of seq_len); GRPO/RLOO micro_batch counts completions (prompt + completion tokens);
+    Ulysses SP / ring CP split every sequence over sp_size / cp_size ranks."""
+    rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
+    # at least one token: a sequence shorter than the SP/CP degree is refused by rules SP008/SP016, and the speed
+    # model must still answer for it without dividing by zero
+    return max(1, rows * plan.seq_len // max(1, plan.sp_size, plan.cp_size))
+
+
+def logit_tokens(plan: Plan) -> int:
+    """Tokens the LM head scores per micro-batch. TRL's fused head projects only positions whose label is not -100
+    (``hidden_states[mask]``): GRPO/RLOO score only the completion (labels[:, :-logits_to_keep] = -100); SFT/DPO/KTO
+    are counted as all tokens (completion-only loss on prompt/completion data would score fewer)."""
+    if plan.trainer in ("grpo", "rloo"):
+        return max(1, plan.micro_batch * plan.max_completion_len // max(1, plan.sp_size, plan.cp_size))
+    return local_tokens(plan)
+
+
+def _eager(plan: Plan) -> bool:
+    return plan.attn == "eager"
+
+
+def norm_saved_bytes(t: int, h: int, pr: Precision, *, weight_trainable: bool, liger: bool) -> int:
+    """One RMSNorm (LlamaRMSNorm / Qwen2RMSNorm): `x.to(float32)` (4 B, saved by pow and mul), the normalized tensor
+    cast back (res B, saved by `weight * x` only when the weight trains), and the output (act B, saved by the next
+    Linear; counted with the linear inputs). Liger's LigerRMSNorm saves X (res B) and an fp32 rstd per row instead."""
+    if liger:
+        return t * h * pr.res + FP32 * t
+    return t * h * (FP32 + (pr.res if weight_trainable else 0)) + FP32 * t
+
+
+def lora_dropout_active(plan: Plan) -> bool:
+    """Whether PEFT's lora_dropout runs (units.LORA_DROPOUT > 0 and the trainer does not zero it: DROPOUT_DISABLED_TRAINERS)."""
+    return units.LORA_DROPOUT > 0 and plan.trainer not in DROPOUT_DISABLED_TRAINERS
+
+
+def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int:
+    """Inputs of a layer's Linears kept for their weight gradients.
+
+    Full FT: the two norm outputs (each shared by q/k/v or gate/up), the attention output (SDPA: transpose +
+    .contiguous() in LlamaAttention makes a copy for o_proj; FA2's output is reused), and the gated product (down).
+    LoRA (PEFT 0.21 lora.Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
+    `lora_B(lora_A(dropout(x)))`): the frozen base Linear saves nothing (no weight grad); lora_A saves its input, which
+    is a tensor of its own per adapted Linear (q, k and v each make one from the same x) whenever dropout is on
+    (nn.Dropout returns a new tensor and saves a 1-byte mask), PEFT casts x to fp32 adapters, or autocast casts the
+    fp32 input down to bf16 (autocast caches casts of weights, not of activations); otherwise it is x itself,
+    shared. lora_A's output [t, r] is saved by lora_B for each adapted Linear."""
+    h, q, i_w = d.h, d.q, d.I if not d.moe else 0
+    sdpa_copy = 0 if "flash" in plan.attn else 1
+    if plan.method == "full":
+        return t * pr.act * (2 * h + sdpa_copy * q + i_w)
+    compute = FP32 if pr.act == FP32 else HALF  # the adapter GEMM's dtype (autocast / DeepSpeed / FSDP2: 16-bit)
+    a_out = t * plan.lora_r * compute * d.linears_per_layer
+    # q, k, v (3 x hidden; 1 when fused), o (q), gate and up (2 x hidden; 1 when fused), down (intermediate)
+    copies = (d.qkv_linears + (d.gate_up_linears if i_w else 0)) * h + q + i_w
+    if lora_dropout_active(plan):
+        return t * (compute + 1) * copies + a_out
+    if pr.adapter != pr.act or pr.fp32_weights_amp:
+        return t * compute * copies + a_out
+    return t * compute * (2 * h + q + i_w) + a_out
+
+
+def attention_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Attention core of one layer. SDPA (flash / mem-efficient backends) and FlashAttention-2 save q, k, v, the output
+    and an fp32 logsumexp per head and token: no [s, s] scores. GQA stays unexpanded when no padding mask is passed
+    (transformers integrations/sdpa_attention.py use_gqa_in_sdpa). Eager (eager_attention_forward) saves q, the
+    repeat_kv-expanded k and v, the fp32 softmax output (softmax(dtype=float32)) and its bf16 cast: 4 + 2 bytes per
+    score vs Korthikanti's 5 (2 scores + 2 softmax + 1 dropout mask; no dropout here). Ulysses SP splits heads, ring
+    CP splits the query sequence."""
+    t = local_tokens(plan)
+    a = pr.act
+    if _eager(plan):
+        rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
+        heads = d.heads // max(1, plan.sp_size)
+        s = plan.seq_len
+        scores = rows * heads * s * s // max(1, plan.cp_size)
+        return t * a * 3 * d.q + scores * (FP32 + a)
+    return t * a * (2 * d.q + 2 * d.kv) + t * FP32 * d.heads // max(1, plan.sp_size)
+
+
+def mlp_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Gated MLP `down(act(gate(x)) * up(x))`: SiLU saves gate's output, the product saves act and up (3 x [t, I]);
+    the product itself is down's input (counted with linear inputs). Liger's LigerSiLUMulFunction saves gate and up
+    only and recomputes SiLU in the backward. MoE: router logits and their fp32 softmax, the routed copies of each
+    token (experts_per_token rows, in and out) and each expert's intermediates, plus the shared expert."""
+    t = local_tokens(plan)
+    a = pr.act
+    per_width = 2 if plan.liger else 3
+    if not d.moe:
+        return per_width * a * t * d.I
+    k = d.experts_per_token
+    routed = t * k
+    full = plan.method == "full"
+    router = t * d.num_experts * (a + FP32)
+    experts = routed * a * (2 * d.h + (per_width + (1 if full else 0)) * d.moe_I)
+    shared = t * a * (per_width + (1 if full else 0)) * d.shared_I if d.shared_I else 0
+    return router + experts + shared
+
+
+def layer_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Everything one decoder layer keeps for its backward (no checkpointing)."""
+    t = local_tokens(plan)
+    full = plan.method == "full"
+    # Gemma 2/3 add post-attention / post-MLP norms (norms_per_layer 4): each saves the same kind of tensors
+    norms = d.norms * norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger)
+    return norms + linear_inputs_saved_bytes(d, t, pr, plan) + attention_saved_bytes(d, plan, pr) + \
+        mlp_saved_bytes(d, plan, pr)
+
+
+def layer_backward_workspace(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Gradients in flight while one layer runs its backward: the incoming and outgoing residual grads (2 x res B) and
+    the larger of the MLP (grads of the product, of act/up and of gate: 3 x [t, I]) and attention (dq, dk, dv plus
+    FlashAttention's fp32 dq accumulator) working sets; eager adds the grad of the fp32 scores. fp32 adapters with bf16
+    activations also hold the fp32 grad of the widest cast input."""
+    t = local_tokens(plan)
+    a = pr.act
+    width = d.I if not d.moe else d.experts_per_token * d.moe_I + d.shared_I
+    mlp = 3 * a * t * width
+    attn = a * t * (d.q + 2 * d.kv) + FP32 * t * d.q
+    if _eager(plan):
+        rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
+        attn += rows * (d.heads // max(1, plan.sp_size)) * plan.seq_len ** 2 // max(1, plan.cp_size) * (FP32 + a)
+    extra = FP32 * t * max(d.max_in, width) if (plan.method != "full" and pr.adapter != a) else 0
+    return 2 * pr.res * t * d.h + max(mlp, attn) + extra
+
+
+def activation_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
+    """(stack, transient): activations kept across the whole backward, and the largest per-layer transient.
+
+    No checkpointing: L x layer_saved_bytes; the transient is one layer's backward workspace.
+    Gradient checkpointing (transformers GradientCheckpointingLayer around each decoder layer): only each layer's
+    input is kept (res B x t x h per layer: Korthikanti's full-recompute 2sbh in bf16); during its backward a layer is
+    recomputed, so one layer's full saved set plus its workspace is the transient. Unsloth's offloaded checkpointing
+    moves the layer inputs to CPU. Both add the final norm, RoPE cos/sin (shared by all layers) and, for eager, the
+    [rows, 1, s, s] additive mask."""
+    t = local_tokens(plan)
+    per_layer = layer_saved_bytes(d, plan, pr)
+    work = layer_backward_workspace(d, plan, pr)
+    full = plan.method == "full"
+    shared = norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger) + 2 * t * d.head_dim * pr.act
+    if _eager(plan):
+        rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
+        shared += rows * plan.seq_len ** 2 * pr.act // max(1, plan.cp_size)
+    if plan.grad_ckpt:
+        inputs = 0 if plan.unsloth else d.L * t * d.h * pr.res
+        stack, transient = inputs + shared, per_layer + work
+    else:
+        stack, transient = d.L * per_layer + shared, work
+    f = calibration.ACTIVATION_FACTOR
+    return int(stack * f), int(transient * f)
+
+
+def last_layer_backward_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Activations alive while the first decoder layer runs its backward (the end of the backward): that layer's saved
+    set (recomputed under checkpointing, kept otherwise) plus its workspace; everything above it is freed."""
+    return int((layer_saved_bytes(d, plan, pr) + layer_backward_workspace(d, plan, pr)) * calibration.ACTIVATION_FACTOR)
+
+
+def autocast_weight_cache_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """bf16 copies of fp32 weights under torch.autocast (single/DDP with bf16-mixed/fp16-mixed): autocast caches the
+    cast of every leaf weight that requires grad until the autocast region exits, and the backward keeps the casts it
+    saved; frozen fp32 base weights are cast per call and saved without checkpointing (one layer at a time with it)."""
+    if not pr.fp32_weights_amp:
+        return 0
+    matmul = d.quantized + d.lm_head  # every decoder Linear weight (d.quantized) and the LM head
+    if plan.method == "full":
+        return HALF * matmul
+    base = matmul if not plan.grad_ckpt else d.layer
+    return HALF * (trainable_params(d, plan) + base)
+
+
+def autocast_late_backward_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """The bf16 weight casts still alive while the first decoder layer runs its backward: that layer's only.
+
+    accelerate wraps only model.forward in torch.autocast, and torch.autocast.__exit__ calls clear_autocast_cache()
+    when the outermost region exits, so the cache of autocast_weight_cache_bytes is gone once the backward starts;
+    what remains are the casts the autograd graph saved, freed layer by layer as the backward passes them (and, under
+    checkpointing, made again by each layer's recompute, which runs in an autocast region of its own). Measured (bench/
+    results h200 2026-11-29, bf16-mixed full fine-tuning with checkpointing, peak in the late backward): qwen2.5-7b
+    s1024 b1 113.95 GiB and llama-3.1-8b 119.74 GiB allocated = 16 B/param + 0.4 GiB, where keeping the whole cache
+    (2 B per matmul weight) predicted 127.2 and 134.1 GiB (+12%)."""
+    if not pr.fp32_weights_amp:
+        return 0
+    return HALF * (d.layer + trainable_params(d, plan) // max(1, d.L) if plan.method != "full" else d.layer)

@@ -1,0 +1,80 @@
+"""What the GPU can hold (capacity less the CUDA context, NCCL buffers and other processes), the allocator's reserve
+beyond the allocated peak, and host RAM per node."""
+
+from __future__ import annotations
+
+from advisor.core.plan import Plan
+from advisor.core.target import Target
+from advisor.model import calibration
+from advisor.model.dims import Dims, Precision
+from advisor.model.states import frozen_base_bytes, shard_count, trainable_params
+from advisor.model.units import FP32, HALF, KERNEL_GRAIN
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Capacity, allocator reserve, host
+# ---------------------------------------------------------------------------------------------------------------------
+def capacity_bytes(plan: Plan, target: Target) -> int:
+    """What PyTorch can reserve: the GPU's memory less the CUDA context and libraries, NCCL's buffers (multi-process
+    runs) and memory other processes already hold (probe)."""
+    nccl = calibration.NCCL_BUFFER_BYTES if plan.num_processes > 1 else 0
+    return target.gpu_memory_bytes - calibration.CUDA_CONTEXT_BYTES - nccl - target.other_process_bytes
+
+
+def reserved_bytes(peak: int, persistent: int) -> int:
+    """max_memory_reserved: the allocated peak plus calibration.FRAGMENTATION of the churning bytes and calibration.STATIC_SLACK of the
+    persistent ones, rounded up to the allocator's 2 MiB grain."""
+    churn = max(0, peak - persistent)
+    r = peak + int(calibration.FRAGMENTATION * churn) + int(calibration.STATIC_SLACK * persistent)
+    return -(-r // KERNEL_GRAIN) * KERNEL_GRAIN
+
+
+def processes_per_node(plan: Plan) -> int:
+    return max(1, -(-plan.num_processes // max(1, plan.nodes)))
+
+
+def host_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
+    """(host RAM, pinned) per node.
+
+    Baseline calibration.HOST_PROCESS_BYTES per process. Loading: each process of a DDP / ZeRO-1/2 run materializes the model on
+    the CPU (device_map=None under accelerate) in the load dtype; ZeRO-3 with zero.Init only the largest module per
+    process (estimate_zero3 "cpu with zero_init"); FSDP2 cpu_ram_efficient_loading only on rank 0; a single GPU loads
+    straight to the device (device_map="auto"). Loading is over before the offload buffers exist: max of the two.
+    DeepSpeed optimizer offload, per rank: fp32 master + fp32 grads + Adam (16 B per trainable param / N; estimate_zero*
+    "16"), +16-bit params for offload "all" (18); DeepSpeed pins the fp32 master and fp32 grad partitions
+    (stage_1_and_2.py 564/940, stage3.py 795) and the 16-bit param partition (stage3.py 906). NVMe keeps only the
+    swap buffers in RAM (offload_optimizer buffer_count 4, offload_param buffer_count 5 x buffer_size 1e8).
+    FSDP2 CPU offload: the sharded params, grads and AdamW states, params and grads pinned (CPUOffloadPolicy)."""
+    procs = processes_per_node(plan)
+    n = shard_count(plan)
+    base = calibration.HOST_PROCESS_BYTES * procs
+    if plan.backend == "single":
+        load = 0
+    elif plan.backend == "fsdp2":
+        load = d.P * pr.load
+    elif plan.backend == "deepspeed" and plan.zero_stage == 3:
+        load = procs * d.largest_module * pr.load
+    else:
+        load = procs * d.P * pr.load
+    ptr = trainable_params(d, plan)
+    steady = pinned = 0
+    if plan.backend == "deepspeed" and plan.offload != "none":
+        parts = n if plan.zero_stage >= 1 else 1
+        params16 = 0
+        if plan.offload == "all" and plan.zero_stage == 3:
+            total16 = (frozen_base_bytes(d, plan, pr.work) + ptr * pr.adapter) if plan.method != "full" \
+                else d.P * pr.work
+            params16 = total16 // n
+        if plan.offload_device == "nvme":
+            steady = procs * (4 * int(1e8) * FP32 + (5 * int(1e8) * HALF if params16 else 0))
+            pinned = steady
+        else:
+            steady = procs * (ptr * (FP32 + FP32 + 2 * FP32) // parts + params16)
+            pinned = procs * (ptr * (FP32 + FP32) // parts + params16)
+    elif plan.backend == "fsdp2" and plan.offload != "none":
+        adapter = plan.method != "full"
+        sb = pr.adapter if adapter else pr.trained
+        w = (frozen_base_bytes(d, plan, pr.load) if adapter else 0) + ptr * sb
+        steady = procs * (w + ptr * sb + 2 * ptr * sb) // n
+        pinned = procs * (w + ptr * sb) // n
+    return base + max(load, steady), pinned

@@ -1,0 +1,138 @@
+"""What the memory terms read: the architecture numbers of a ModelSpec (cached per instance: the planner evaluates
+thousands of plans per model) and the bytes per element of each kind of tensor for a plan's precision."""
+
+from __future__ import annotations
+
+from advisor.core.plan import Plan
+from advisor.core.specs import ModelSpec
+from advisor.model.units import FP32, HALF
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Model-derived numbers, computed once per ModelSpec object (the planner evaluates thousands of plans per model)
+# ---------------------------------------------------------------------------------------------------------------------
+class Dims:
+    """Architecture numbers the terms read, cached per ModelSpec instance."""
+
+    __slots__ = ("model", "P", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
+                 "quantized", "max_linear", "max_in", "largest_module", "tensors", "linears_per_layer",
+                 "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
+                 "norms", "qkv_linears", "gate_up_linears", "_lora")
+
+    def __init__(self, m: ModelSpec) -> None:
+        self.model = m
+        self.P = m.params
+        self.L = m.layers
+        self.h = m.hidden
+        self.I = m.intermediate
+        self.q = m.heads * m.head_dim
+        self.kv = m.kv_heads * m.head_dim
+        self.V = m.vocab
+        self.heads = m.heads
+        self.head_dim = m.head_dim
+        self.embed = m.vocab * m.hidden
+        self.lm_head = self.embed  # the LM head's weight (shared with the embedding when tied)
+        self.layer = m.layer_params()
+        shapes = m.linear_shapes_per_layer()
+        linear_layer = sum(i * o * c for i, o, c in shapes)
+        # bitsandbytes quantizes every nn.Linear of the decoder layers; transformers keeps lm_head unquantized
+        # (get_keys_to_not_convert) and embeddings / norms / biases are not Linear weights.
+        self.quantized = m.layers * linear_layer
+        self.max_linear = max(i * o for i, o, _ in shapes)
+        self.max_in = max(i for i, _, _ in shapes)
+        experts = m.num_experts * 3 * m.hidden * m.moe_intermediate if m.is_moe else 0
+        # What ZeRO-3 gathers at once is one module's own parameters: the embedding (or LM head), the widest Linear,
+        # or a fused MoE expert block (transformers 5 stores the experts of a layer as one module).
+        self.largest_module = max(self.embed, self.max_linear, experts)
+        self.norms = m.norms_per_layer
+        self.qkv_linears = 1 if m.fused_qkv else 3
+        self.gate_up_linears = 1 if m.fused_gate_up else 2
+        per_layer = (self.qkv_linears + 1) + (3 if m.qkv_bias else 0) + (2 if m.qk_norm else 0) + m.norms_per_layer
+        per_layer += (2 + 1 + (3 if m.shared_expert_intermediate else 0)) if m.is_moe else self.gate_up_linears + 1
+        self.tensors = m.layers * per_layer + 2 + (0 if m.tied_embeddings else 1)
+        self.linears_per_layer = sum(c for _, _, c in shapes)
+        # Params under stage3_param_persistence_threshold (10 * hidden): norms and q/k/v biases stay gathered.
+        small = m.norms_per_layer * m.hidden + ((m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0)
+        self.persistent_small = m.layers * small + m.hidden
+        self.moe = m.is_moe
+        self.num_experts = m.num_experts
+        self.experts_per_token = m.experts_per_token
+        self.moe_I = m.moe_intermediate
+        self.shared_I = m.shared_expert_intermediate
+        # Weights a token multiplies by (MoE: routed experts only); the embedding is a lookup, the LM head a matmul.
+        self.matmul_active = m.layers * m.layer_params(active_only=True) + self.lm_head
+        self._lora: dict[int, int] = {}
+
+    def lora(self, r: int) -> int:
+        v = self._lora.get(r)
+        if v is None:
+            v = self._lora[r] = self.model.lora_params(r)
+        return v
+
+
+_DIMS: dict[int, Dims] = {}
+
+
+def dims(model: ModelSpec) -> Dims:
+    d = _DIMS.get(id(model))
+    if d is None or d.model is not model:
+        if len(_DIMS) > 256:
+            _DIMS.clear()
+        d = _DIMS[id(model)] = Dims(model)
+    return d
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Precision: bytes per element of each kind of tensor (CONTRACT.md definitions)
+# ---------------------------------------------------------------------------------------------------------------------
+class Precision:
+    """Bytes per element for a plan.
+
+    load: the dtype the model is loaded in (bf16 -> 2: `dtype=bfloat16`, trained by the HF Trainer with no fp32
+      master; bf16-mixed / fp16-mixed / fp32 -> 4: fp32 weights, autocast for the mixed ones).
+    work: DeepSpeed's working copy (bf16/fp16 enabled -> 2, the engine casts the module; fp32 -> 4).
+    master: DeepSpeed's fp32 master copy (4; 0 when training in fp32, where the working copy is the master).
+    act: linear-layer activations (2 under bf16 / autocast / DeepSpeed / FSDP2 mixed precision, 4 in fp32).
+    res: the residual stream and norm inputs (4 under autocast with fp32 weights: the embedding output is fp32 and
+      `fp32 + bf16` promotes; else like act).
+    adapter: LoRA weights. PEFT 0.21 get_peft_model(autocast_adapter_dtype=True) upcasts bf16/fp16 adapters to fp32;
+      TRL 1.16 passes autocast_adapter_dtype=False under DeepSpeed ZeRO-3 (sft_trainer.py: mixed-dtype ZeRO-3
+      persistent params) and casts QLoRA adapters to bf16 (sft_trainer.py "QLoRA ... converted to bf16"); and the
+      DeepSpeed engine casts every floating parameter to the 16-bit dtype anyway (engine.py
+      _configure_distributed_model -> _cast_module_mixed_precision), so adapters are 16-bit under any ZeRO stage.
+    trained: full fine-tuning's trainable parameters as the optimizer holds them: the load dtype, except under FSDP2
+      with mixed precision (the bundle's accelerate.yaml and TRL's bf16=True both say "bf16"), where accelerate 1.15
+      upcasts every trainable parameter to fp32 before fully_shard (accelerate/utils/fsdp_utils.py
+      fsdp2_prepare_model: "FSDP upcast of low precision parameters to fp32"): fp32 master weights, grads and AdamW
+      states, sharded. Found on 2 x H200 (2026-11-29): a DPO 8B FSDP2 plan predicted at 116.5 GiB without it ran out
+      of memory at 137 GiB.
+    """
+
+    __slots__ = ("load", "work", "master", "act", "res", "adapter", "compute", "autocast", "fp32_weights_amp",
+                 "trained")
+
+    def __init__(self, plan: Plan) -> None:
+        p = plan.precision
+        fp32 = p == "fp32"
+        mixed = p in ("bf16-mixed", "fp16-mixed")
+        ds = plan.backend == "deepspeed"
+        fsdp = plan.backend == "fsdp2"
+        self.load = HALF if p == "bf16" else FP32
+        self.work = FP32 if fp32 else HALF
+        self.master = 0 if fp32 else FP32
+        self.act = FP32 if fp32 else HALF
+        self.compute = self.act
+        # torch.autocast: TRL's bf16=True default makes accelerate run the forward under autocast (native AMP) for
+        # single/DDP, also when the model itself is bf16; DeepSpeed casts the module to bf16 instead and FSDP2's
+        # MixedPrecisionPolicy all-gathers bf16 parameters. Only fp32 weights under autocast (the *-mixed precisions)
+        # make the residual stream fp32 and get bf16 weight copies cached.
+        self.autocast = not fp32 and not ds and not fsdp
+        self.fp32_weights_amp = mixed and self.autocast
+        self.res = FP32 if (fp32 or self.fp32_weights_amp) else HALF
+        self.trained = FP32 if fsdp else self.load
+        if plan.method == "qlora":
+            self.adapter = HALF
+        elif ds:
+            self.adapter = self.work
+        else:
+            self.adapter = FP32
