@@ -130,7 +130,7 @@ def cmd_models(args) -> int:
 
     models = all_models()
     if args.json:
-        _print_json([{**m.model_dump(mode="json"), "params": m.params, "active_params": m.active_params}
+        _print_json([{**m.to_dict(), "params": m.params, "active_params": m.active_params}
                      for m in models])
         return ExitCode.OK
     rows = [("id", "size", "params", "layers", "hidden", "heads/kv", "vocab", "hf id")]
@@ -146,7 +146,7 @@ def cmd_gpus(args) -> int:
 
     gpus = all_gpus()
     if args.json:
-        _print_json([g.model_dump(mode="json") for g in gpus])
+        _print_json([g.to_dict() for g in gpus])
         return ExitCode.OK
     rows = [("id", "memory", "bf16 TFLOP/s", "fp8", "HBM GB/s", "NVLink GB/s", "cc", "name")]
     for g in gpus:

@@ -143,5 +143,5 @@ def complete_arch(arch: dict[str, Any]) -> dict[str, Any]:
     fields.setdefault("head_dim", fields["hidden"] // fields["heads"])
     fields.setdefault("max_positions", 4096)
     fields.setdefault("qkv_bias", fields.get("model_type") == "qwen2")
-    spec = ModelSpec(**{k: v for k, v in fields.items() if k in ModelSpec.model_fields})
+    spec = ModelSpec(**{k: v for k, v in fields.items() if k in ModelSpec.field_names()})
     return arch_dict(spec)

@@ -1,4 +1,5 @@
-"""The core stays headless and light: importing it must not pull in torch, textual or pynvml."""
+"""The core stays headless and light: importing it must not pull in torch, textual or pynvml, and `generate` for a
+catalogue GPU loads neither a validation library nor the probe (start-up time: `python -m bench.cli_speed`)."""
 
 import json
 import subprocess
@@ -23,3 +24,12 @@ def test_cli_help_imports_no_pydantic():
     loaded = _modules_after("import advisor.cli as c\ntry:\n    c.main(['--help'])\nexcept SystemExit:\n    pass")
     assert "pydantic" not in loaded
     assert not loaded & set(HEAVY)
+
+
+def test_generate_for_a_catalogue_gpu_loads_only_what_it_uses(tmp_path):
+    code = ("import advisor.cli as c\n"
+            f"c.main(['generate', '--model', '8B', '--gpus', '8', '--gpu', 'H100-80GB', '--out', {str(tmp_path / 'b')!r}])")
+    loaded = _modules_after(code)
+    assert (tmp_path / "b" / "train.py").is_file()
+    unneeded = {"pydantic", "jsonschema", "textual", "rich", "hw_probe", "pynvml", *HEAVY}
+    assert not loaded & unneeded, f"generate imported {sorted(loaded & unneeded)}"

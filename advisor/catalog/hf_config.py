@@ -12,10 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from advisor.core.errors import InputFileError
-from advisor.core.specs import ModelSpec
+from advisor.core.specs import ModelSpec, SpecError
 
 # Key names, in the order they are tried (GPT-2 / GPT-NeoX / Falcon spellings after the Llama ones).
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -226,8 +224,7 @@ def spec_from_config(
             sliding_window=window,
             source=source,
         )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "config"
-        raise InputFileError(f"{source}: config.json gives an invalid {where}: {first.get('msg')}",
+    except SpecError as exc:
+        where = "config" if exc.field == "(row)" else exc.field
+        raise InputFileError(f"{source}: config.json gives an invalid {where}: {exc.message}",
                              hint=_CONFIG_KEYS_HINT) from None

@@ -17,13 +17,11 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
-
 from advisor.catalog.hf_config import spec_from_config
 from advisor.core import safeio
 from advisor.core.errors import AdvisorError, InputFileError, UnknownNameError
 from advisor.core.request import text_problem
-from advisor.core.specs import GIB, GpuSpec, ModelSpec
+from advisor.core.specs import GIB, GpuSpec, ModelSpec, SpecError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +32,7 @@ MODELS_FILE = "models.toml"
 GPUS_FILE = "gpus.toml"
 DATA_PACKAGE = "advisor.catalog.data"
 
-_Row = TypeVar("_Row", bound=BaseModel)
+_Row = TypeVar("_Row", ModelSpec, GpuSpec)
 
 # `7B`, `1.5b`, `135M`: a number and a unit, nothing else.
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bBmM])\s*$")
@@ -78,12 +76,18 @@ def parse_rows(text: str, filename: str, row_type: type[_Row]) -> list[_Row]:
             raise CatalogError(f"{filename}: '{key}' is not a table", hint=_REINSTALL)
         if "id" in row:
             raise CatalogError(f"{filename}: row [{key}] sets 'id'; the table name is the id", hint=_REINSTALL)
+        unknown = sorted(set(row) - set(row_type.field_names()))
+        if unknown:
+            raise CatalogError(f"{filename}: row [{key}], field {unknown[0]}: not a field of a catalogue row",
+                               hint=_REINSTALL)
         try:
             rows.append(row_type(id=key, **row))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(part) for part in err.get("loc", ())) or "(row)"
-            raise CatalogError(f"{filename}: row [{key}], field {field}: {err.get('msg')}", hint=_REINSTALL) from None
+        except TypeError as exc:  # a required field is missing
+            missing = re.findall(r"'(\w+)'", str(exc))
+            field = missing[0] if missing else "(row)"
+            raise CatalogError(f"{filename}: row [{key}], field {field}: missing", hint=_REINSTALL) from None
+        except SpecError as exc:
+            raise CatalogError(f"{filename}: row [{key}], field {exc.field}: {exc.message}", hint=_REINSTALL) from None
     return rows
 
 

@@ -1,18 +1,92 @@
-"""The catalogue row types: a model architecture and a GPU. Validated at load; every row cites its source."""
+"""The catalogue row types: a model architecture and a GPU. Validated when built; every row cites its source.
+
+Plain frozen dataclasses checked in __post_init__ (types, ranges, choices, consistency): the catalogue is read at
+every start of `trl-advisor`, and a validation library would cost more start-up time than the whole plan search.
+A bad value raises SpecError naming the field.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import re
+from dataclasses import asdict, dataclass, fields, replace
 
 GIB = 1 << 30
 
 
-class ModelSpec(BaseModel):
-    """The architecture numbers the memory and speed model needs (from the model's `config.json`)."""
+class SpecError(ValueError):
+    """A row value of the wrong type, out of range or inconsistent: `field` names it (or "(row)")."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _int(obj, name: str, *, low: int | None = None, above: int | None = None, optional: bool = False) -> None:
+    value = getattr(obj, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SpecError(name, f"expected a whole number, got {value!r:.40}")
+    if low is not None and value < low:
+        raise SpecError(name, f"must be at least {low}, got {value}")
+    if above is not None and value <= above:
+        raise SpecError(name, f"must be greater than {above}, got {value}")
+
+
+def _float(obj, name: str, *, low: float | None = None, above: float | None = None, optional: bool = False) -> None:
+    value = getattr(obj, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+        raise SpecError(name, f"expected a number, got {value!r:.40}")
+    if low is not None and value < low:
+        raise SpecError(name, f"must be at least {low}, got {value}")
+    if above is not None and value <= above:
+        raise SpecError(name, f"must be greater than {above}, got {value}")
+    object.__setattr__(obj, name, float(value))
+
+
+def _str(obj, name: str, *, optional: bool = False, choices: tuple[str, ...] | None = None) -> None:
+    value = getattr(obj, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise SpecError(name, f"expected text, got {value!r:.40}")
+    if choices is not None and value not in choices:
+        raise SpecError(name, f"must be one of {', '.join(choices)}, got {value!r:.40}")
+
+
+def _bool(obj, name: str) -> None:
+    if not isinstance(getattr(obj, name), bool):
+        raise SpecError(name, f"expected true or false, got {getattr(obj, name)!r:.40}")
+
+
+def _strings(obj, name: str) -> None:
+    """A tuple of text (TOML gives a list: stored as a tuple, so the row stays hashable and frozen)."""
+    value = getattr(obj, name)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise SpecError(name, f"expected a list of text, got {value!r:.40}")
+    object.__setattr__(obj, name, tuple(value))
+
+
+class _Row:
+    """What the catalogue rows share: a dict view and a changed copy."""
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def with_(self, **changes):
+        return replace(self, **changes)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class ModelSpec(_Row):
+    """The architecture numbers the memory and speed model needs (from the model's `config.json`)."""
 
     id: str
     """Catalogue id, lower case (`qwen2.5-7b`)."""
@@ -20,46 +94,59 @@ class ModelSpec(BaseModel):
     """Hugging Face repository id (`Qwen/Qwen2.5-7B`)."""
     model_type: str
     """`config.json` model_type (llama, qwen2, qwen3, mistral, mixtral, gemma2, gemma3_text, phi3, qwen3_moe...)."""
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    intermediate: int = Field(ge=0)
+    layers: int
+    hidden: int
+    intermediate: int
     """Dense MLP width; 0 for a model whose every layer is MoE."""
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    vocab: int = Field(gt=0)
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    max_positions: int
+    source: str
+    """URL of the config.json (or model card) these numbers were copied from."""
     tied_embeddings: bool = False
-    max_positions: int = Field(gt=0)
     qkv_bias: bool = False
     qk_norm: bool = False
-    norms_per_layer: int = Field(default=2, ge=1)
+    norms_per_layer: int = 2
     """RMSNorms per decoder layer: 2 for Llama/Qwen/Mistral, 4 for Gemma 2/3 (pre- and post-norms)."""
     fused_qkv: bool = False
     """q, k and v are one nn.Linear (Phi-3/4 `qkv_proj`): same parameters, fewer LoRA adapters."""
     fused_gate_up: bool = False
     """gate and up are one nn.Linear (Phi-3/4 `gate_up_proj`)."""
-    num_experts: int = Field(default=0, ge=0)
+    num_experts: int = 0
     """Routed experts per MoE layer; 0 for a dense model."""
-    experts_per_token: int = Field(default=0, ge=0)
-    moe_intermediate: int = Field(default=0, ge=0)
-    shared_expert_intermediate: int = Field(default=0, ge=0)
-    attention: Literal["full", "sliding-mix", "sliding"] = "full"
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_expert_intermediate: int = 0
+    attention: str = "full"
+    """full | sliding-mix (local and global layers alternate) | sliding."""
     sliding_window: int | None = None
     size: str | None = None
     """Size shorthand this row is the reference model for (`7B`); each shorthand names one row."""
     aliases: tuple[str, ...] = ()
-    source: str
-    """URL of the config.json (or model card) these numbers were copied from."""
 
-    @model_validator(mode="after")
-    def _consistent(self) -> ModelSpec:
+    def __post_init__(self) -> None:
+        for name in ("id", "hf_id", "model_type", "source"):
+            _str(self, name)
+        for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_positions"):
+            _int(self, name, above=0)
+        for name in ("intermediate", "num_experts", "experts_per_token", "moe_intermediate",
+                     "shared_expert_intermediate"):
+            _int(self, name, low=0)
+        _int(self, "norms_per_layer", low=1)
+        _int(self, "sliding_window", above=0, optional=True)
+        for name in ("tied_embeddings", "qkv_bias", "qk_norm", "fused_qkv", "fused_gate_up"):
+            _bool(self, name)
+        _str(self, "attention", choices=("full", "sliding-mix", "sliding"))
+        _str(self, "size", optional=True)
+        _strings(self, "aliases")
         if self.heads % self.kv_heads:
-            raise ValueError(f"{self.id}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})")
+            raise SpecError("(row)", f"{self.id}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})")
         if self.num_experts and not (self.experts_per_token and self.moe_intermediate):
-            raise ValueError(f"{self.id}: MoE rows need experts_per_token and moe_intermediate")
+            raise SpecError("(row)", f"{self.id}: MoE rows need experts_per_token and moe_intermediate")
         if not self.source.startswith(("https://", "http://", "file://", "local:")):
-            raise ValueError(f"{self.id}: source must be a URL")
-        return self
+            raise SpecError("source", f"{self.id}: source must be a URL")
 
     # ---- parameter counts (exact for the Llama/Qwen/Mistral/Gemma/Phi decoder layout) ----
     @property
@@ -130,31 +217,31 @@ class ModelSpec(BaseModel):
         return max(self.vocab * self.hidden, self.layer_params())
 
 
-class GpuSpec(BaseModel):
+@dataclass(frozen=True)
+class GpuSpec(_Row):
     """One GPU model: memory, peak rates and links, from the vendor's datasheet."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     """Catalogue id used by `--gpu` (`H100-80GB`)."""
     name: str
     """Marketing name (`NVIDIA H100 80GB HBM3 SXM`)."""
-    vendor: Literal["nvidia", "amd"] = "nvidia"
-    memory_bytes: int = Field(gt=0)
+    memory_bytes: int
     """Usable device memory as NVML reports it (total), in bytes."""
-    bf16_tflops: float | None = Field(default=None, ge=0)
-    """Dense (no sparsity) bf16 tensor-core TFLOP/s; None where the GPU has no bf16."""
-    fp16_tflops: float = Field(gt=0)
-    fp8_tflops: float | None = Field(default=None, ge=0)
-    fp32_tflops: float = Field(gt=0)
-    mem_bw_gbps: float = Field(gt=0)
+    fp16_tflops: float
+    fp32_tflops: float
+    mem_bw_gbps: float
     """Device memory bandwidth, GB/s."""
-    nvlink_gbps: float | None = Field(default=None, ge=0)
-    """NVLink bandwidth per GPU, both directions together, GB/s; None for PCIe-only parts."""
-    pcie_gen: int = Field(ge=3, le=6)
-    pcie_lanes: int = 16
+    pcie_gen: int
     compute_capability: str
     """`major.minor`; bf16 needs >= 8.0, fp8 >= 8.9."""
+    source: str
+    vendor: str = "nvidia"
+    bf16_tflops: float | None = None
+    """Dense (no sparsity) bf16 tensor-core TFLOP/s; None where the GPU has no bf16."""
+    fp8_tflops: float | None = None
+    nvlink_gbps: float | None = None
+    """NVLink bandwidth per GPU, both directions together, GB/s; None for PCIe-only parts."""
+    pcie_lanes: int = 16
     tdp_watts: int | None = None
     consumer: bool = False
     """GeForce cards: NCCL peer-to-peer is disabled by the driver on most of them."""
@@ -163,7 +250,27 @@ class GpuSpec(BaseModel):
     aliases: tuple[str, ...] = ()
     nvml_names: tuple[str, ...] = ()
     """Names NVML reports for this part, to match a probed GPU to its catalogue row."""
-    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("id", "name", "compute_capability", "source"):
+            _str(self, name)
+        _str(self, "vendor", choices=("nvidia", "amd"))
+        _int(self, "memory_bytes", above=0)
+        for name in ("fp16_tflops", "fp32_tflops", "mem_bw_gbps"):
+            _float(self, name, above=0)
+        for name in ("bf16_tflops", "fp8_tflops", "nvlink_gbps"):
+            _float(self, name, low=0, optional=True)
+        _int(self, "pcie_gen", low=3)
+        if self.pcie_gen > 6:
+            raise SpecError("pcie_gen", f"must be at most 6, got {self.pcie_gen}")
+        _int(self, "pcie_lanes", above=0)
+        _int(self, "tdp_watts", above=0, optional=True)
+        for name in ("consumer", "supported"):
+            _bool(self, name)
+        _strings(self, "aliases")
+        _strings(self, "nvml_names")
+        if not re.fullmatch(r"[0-9]+\.[0-9]+", self.compute_capability):
+            raise SpecError("compute_capability", f"expected major.minor, got {self.compute_capability!r:.20}")
 
     @property
     def cc(self) -> tuple[int, int]:

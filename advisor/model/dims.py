@@ -111,6 +111,16 @@ class Precision:
     __slots__ = ("load", "work", "master", "act", "res", "adapter", "compute", "autocast", "fp32_weights_amp",
                  "trained")
 
+    @classmethod
+    def of(cls, plan: Plan) -> Precision:
+        """The Precision of a plan, shared by every plan of the same precision, backend and method (they are pure
+        functions of those three; the planner asks for it twice per candidate, thousands of times a search)."""
+        key = (plan.precision, plan.backend, plan.method)
+        pr = _PRECISIONS.get(key)
+        if pr is None:
+            pr = _PRECISIONS[key] = cls(plan)
+        return pr
+
     def __init__(self, plan: Plan) -> None:
         p = plan.precision
         fp32 = p == "fp32"
@@ -136,3 +146,6 @@ class Precision:
             self.adapter = self.work
         else:
             self.adapter = FP32
+
+
+_PRECISIONS: dict[tuple[str, str, str], Precision] = {}

@@ -103,7 +103,7 @@ class MemoryEstimate:
 def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstimate:
     """Predicted peak and reserved memory of the busiest GPU, with its breakdown (see the module docstring)."""
     d = dims(model)
-    pr = Precision(plan)
+    pr = Precision.of(plan)
     W = weight_bytes(d, plan, pr)
     g_full, g_keep, g_step = gradient_bytes(d, plan, pr)
     opt = optimizer_bytes(d, plan, pr)

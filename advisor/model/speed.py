@@ -545,7 +545,7 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
 def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryEstimate | None = None) -> SpeedEstimate:
     """Seconds per optimizer step, tokens/s and MFU (see the module docstring)."""
     d = dims(model)
-    pr = Precision(plan)
+    pr = Precision.of(plan)
     ga = plan.grad_accum
     micro = micro_batch_times(d, model, plan, target, pr)
     overhead_micro = max(0.0, micro["dispatch"] - micro["gpu"])

@@ -3,7 +3,7 @@ the chosen plan won (with the alternatives it beat)."""
 
 from advisor.search.candidates import DEFAULT_GLOBAL_BATCH, MICRO_BATCHES, Candidate, Decision, structures
 from advisor.search.explain import explain_choice, render_decision
-from advisor.search.search import (
+from advisor.search.planner import (
     COMPLEXITY_MARGIN,
     LIGER_MARGIN,
     PinnedRuleError,

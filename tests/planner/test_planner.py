@@ -216,3 +216,33 @@ def test_vllm_gpus_that_leave_nothing_to_train_on_is_a_usage_error():
     with pytest.raises(AdvisorError) as err:
         _decide(model="7B", trainer="grpo", gpu="H100-80GB", gpus=2, vllm="server", vllm_gpus=2)
     assert err.value.exit_code == 2 and "at most 1" in err.value.hint
+
+
+def _decision_summary(decision) -> dict:
+    def cand(c):
+        return None if c is None else (c.plan, round(c.tokens_per_second, 6), c.rejected_because)
+
+    return {"chosen": cand(decision.chosen), "alternatives": [cand(a) for a in decision.alternatives],
+            "reasons": dict(decision.reasons)}
+
+
+def test_stopping_after_a_method_gives_the_whole_search_result(monkeypatch):
+    """The search skips LoRA/QLoRA once full fine-tuning is chosen with enough full families to fill the
+    alternatives; the chosen plan, the alternatives and the reasons must equal those of the whole search."""
+    from advisor.search import planner as search_module
+
+    rng = random.Random(20261201)
+    stopped = 0
+    for _ in range(120):
+        req = _random_request(rng)
+        try:
+            model, target = resolve_model(req), resolve_target(req)
+        except AdvisorError:
+            continue
+        pruned = search(req, model, target)
+        with monkeypatch.context() as m:
+            m.setattr(search_module, "_later_methods_cannot_matter", lambda candidates, pick: False)
+            whole = search(req, model, target)
+        assert _decision_summary(pruned) == _decision_summary(whole), req
+        stopped += pruned.considered < whole.considered
+    assert stopped >= 10  # the shortcut is taken, so the comparison means something

@@ -61,7 +61,7 @@ def build_context(case: dict) -> Context:
     assert not unknown_keys, f"case {case.get('name')}: unknown keys {sorted(unknown_keys)}"
     model = catalog.resolve_model(case.get("model", "qwen2.5-0.5b"))
     if case.get("model_override"):
-        model = model.model_copy(update=case["model_override"])
+        model = model.with_(**case["model_override"])
     req_fields = dict(case.get("request") or {})
     if case.get("hardware"):
         req_fields["hardware"] = str(HARDWARE / f"{case['hardware']}.json")

@@ -80,17 +80,25 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
     return (best or miss), estimated
 
 
+ALTERNATIVES_SHOWN = 8
+"""Rejected alternatives reported (the best of each other family), in generate --json and the bundle's README."""
+
+
 def search(req: Request, model: ModelSpec, target: Target) -> Decision:
     """Memory first (cheap, and most structures of a large model fail it), then the rules, lazily: only on the
-    candidates that could be chosen or shown as alternatives, in rank order."""
+    candidates that could be chosen or shown as alternatives, in rank order.
+
+    Methods are searched in METHOD_ORDER, and the search stops after one whose result the others cannot change
+    (`_later_methods_cannot_matter`): a plan that keeps every weight trainable is never replaced by LoRA, so LoRA and
+    QLoRA structures need no estimate once a full fine-tuning plan is chosen and enough full fine-tuning families
+    fill the alternatives. The result is the one the whole search gives (candidates keep the enumeration order)."""
     global_batch = _global_batch(req)
-    candidates: list[Candidate] = []
+    by_method: dict[str, list[tuple[int, Plan]]] = {}
+    for index, structure in enumerate(structures(req, model, target)):
+        by_method.setdefault(structure.method, []).append((index, structure))
+    order = [m for m in METHOD_ORDER if m in by_method]
+    found: list[tuple[int, Candidate]] = []
     considered = 0
-    for structure in structures(req, model, target):
-        cand, n = _best_micro_batch(req, model, target, structure, global_batch)
-        considered += n
-        if cand is not None:
-            candidates.append(cand)
     checked: set[int] = set()
 
     def passes_rules(c: Candidate) -> bool:
@@ -102,13 +110,39 @@ def search(req: Request, model: ModelSpec, target: Target) -> Decision:
                     c.rejected_because, c.findings = f"{errors[0].id}: {errors[0].message}", errors
         return c.feasible
 
-    chosen = next((c for c in sorted((c for c in candidates if c.feasible), key=lambda c: _rank_key(c, req))
-                   if passes_rules(c)), None)
-    alternatives = _alternatives(candidates, chosen, passes_rules)
+    def pick(candidates: list[Candidate]) -> Candidate | None:
+        return next((c for c in sorted((c for c in candidates if c.feasible), key=lambda c: _rank_key(c, req))
+                     if passes_rules(c)), None)
+
+    for i, method in enumerate(order):
+        for index, structure in by_method[method]:
+            cand, n = _best_micro_batch(req, model, target, structure, global_batch)
+            considered += n
+            if cand is not None:
+                found.append((index, cand))
+        if i + 1 < len(order) and _later_methods_cannot_matter([c for _, c in found], pick):
+            break
+    candidates = [c for _, c in sorted(found, key=lambda ic: ic[0])]
+    chosen = pick(candidates)
+    alternatives = _alternatives(candidates, chosen, passes_rules, limit=ALTERNATIVES_SHOWN)
     decision = Decision(req, model, target, chosen, alternatives, {}, considered)
     if chosen is not None:
         decision.reasons = explain_choice(decision, candidates)
     return decision
+
+
+def _later_methods_cannot_matter(candidates: list[Candidate], pick) -> bool:
+    """True when the methods not searched yet can change neither the choice nor the alternatives shown: a plan that
+    needs no offload is chosen among these (later methods rank below it whatever their speed, _rank_key), and at
+    least ALTERNATIVES_SHOWN other families of its method have a feasible candidate, which _alternatives lists
+    before any family of another method."""
+    chosen = pick(candidates)
+    if chosen is None or chosen.plan.offload != "none":
+        return False
+    mine = family(chosen.plan)
+    feasible = {family(c.plan) for c in candidates
+                if c.feasible and c.plan.method == chosen.plan.method and family(c.plan) != mine}
+    return len(feasible) >= ALTERNATIVES_SHOWN
 
 
 COMPLEXITY_MARGIN = {"single": 0.0, "ddp": 0.0, "fsdp2": 0.03, "deepspeed": 0.05}
@@ -136,7 +170,7 @@ def _pick(feasible: list[Candidate], req: Request) -> Candidate | None:
 
 
 def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_rules,
-                  limit: int = 8) -> list[Candidate]:
+                  limit: int = ALTERNATIVES_SHOWN) -> list[Candidate]:
     """The best candidate of every other family (backend, stage, offload, method, parallelism, vLLM split), each
     with the reason it lost; rules are checked only on the candidates shown."""
     families: dict[tuple, list[Candidate]] = {}
