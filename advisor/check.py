@@ -5,18 +5,21 @@ rules, and the rules receive the estimate as data in their Context."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from advisor import catalog, resolve
 from advisor.bundle import read as bundle
-from advisor.core.errors import InputFileError
+from advisor.bundle.readback import REQUEST_TO_PLAN, Difference, PlanReading, read_plan
+from advisor.core.errors import AdvisorError, InputFileError
 from advisor.core.request import Request
 from advisor.core.target import Target, default_link
 from advisor.model.estimate import BREAKDOWN_KEYS, estimate_plan, result_dict
+from advisor.model.job import describe as describe_job
 from advisor.model.units import GIB
 from rules import vercmp
 from rules.engine import CheckReport, finding_dicts, run_rules
-from rules.model import Context, default_versions, normalize_package
+from rules.model import FAIL, Context, Finding, default_versions, normalize_package
 
 
 def estimate_request(req: Request, *, probe=None) -> dict[str, Any]:
@@ -52,46 +55,243 @@ def check_request(req, *, probe=None) -> CheckReport:
                        source="request")
 
 
-def check_bundle(path: str, *, hardware: str | None = None) -> CheckReport:
-    """Read a folder of training configuration files, rebuild the plan they describe, and run every rule (the
-    CFG rules read the files themselves)."""
-    ctx = bundle_context(path, hardware=hardware)
-    # files of the folder that were not read (too large, a named pipe, a device) first: the findings did not see them
-    return CheckReport(findings=run_rules(ctx), plan=ctx.plan, model=ctx.model, target=ctx.target,
-                       assumptions=list(ctx.files.assumptions), notes=[*ctx.files.notes, *ctx.target.notes],
-                       source=path)
+DIFFERENCE_FINDINGS = {
+    "vs_plan_json": ("PLAN001", "files-differ-from-plan-json"),
+    "vs_config": ("PLAN002", "runtime-file-differs-from-config"),
+    "vs_flags": ("PLAN003", "flag-overrides-the-files"),
+}
+"""Differences between the places a bundle states its plan, reported as warnings: an edit is the user's right; what it
+does to memory and speed is judged by the rules on the plan the files describe (MEM001 when it no longer fits).
+Their ids are not rules (`trl-advisor explain` does not know them): check --bundle renders them in their own section."""
 
 
-def bundle_context(path: str, *, hardware: str | None = None) -> Context:
+@dataclass
+class BundleCheckReport(CheckReport):
+    """`check --bundle`: the rules' findings on the plan the files describe, that plan's estimate, and where the
+    files differ from plan.json, from train.py's CONFIG or from the flags."""
+
+    reading: PlanReading | None = None
+    memory: Any = None
+    speed: Any = None
+
+    @property
+    def differences(self) -> list:
+        return [f for f in self.findings if f.id.startswith("PLAN")]
+
+    def to_json(self, *, include_all: bool = False) -> dict:
+        out = super().to_json(include_all=include_all)
+        if self.memory is not None and self.speed is not None and self.model is not None:
+            out["estimate"] = {
+                "per_gpu_peak_bytes": int(self.memory.per_gpu_peak_bytes),
+                "per_gpu_reserved_bytes": int(self.memory.per_gpu_reserved_bytes),
+                "gpu_capacity_bytes": int(self.memory.capacity_bytes), "fits": bool(self.memory.fits),
+                "step_seconds": float(self.speed.step_seconds),
+                "tokens_per_second": float(self.speed.tokens_per_second)}
+        if self.reading is not None:
+            r = self.reading
+            out["differences"] = {key: [d.to_dict() for d in getattr(r, key)] for key in DIFFERENCE_FINDINGS}
+            out["sources"] = dict(r.sources)
+            out["planned"] = r.planned.to_dict() if r.planned is not None else None
+        return out
+
+
+def check_bundle(path: str, *, hardware: str | None = None, request: Request | None = None) -> BundleCheckReport:
+    """Read a folder of training configuration files, rebuild the plan they describe (REQUEST flags in `request`
+    fill what the files lack and override what they state), estimate it, and run every rule on it (the CFG rules
+    read the files themselves). Differences between the files, plan.json, CONFIG and the flags are findings."""
+    ctx, reading = read_bundle(path, hardware=hardware, request=request)
+    findings = run_rules(ctx) + difference_findings(reading)
+    return BundleCheckReport(findings=findings, plan=ctx.plan, model=ctx.model, target=ctx.target,
+                             assumptions=list(ctx.files.assumptions), notes=[*ctx.files.notes, *ctx.target.notes],
+                             source=path, reading=reading, memory=ctx.memory, speed=ctx.speed)
+
+
+def bundle_context(path: str, *, hardware: str | None = None, request: Request | None = None) -> Context:
+    return read_bundle(path, hardware=hardware, request=request)[0]
+
+
+def read_bundle(path: str, *, hardware: str | None = None,
+                request: Request | None = None) -> tuple[Context, PlanReading]:
+    """The rules' Context for the plan a folder's files describe, and how that plan was read."""
     files = bundle.read_folder(path)
-    name = bundle.model_id(files)
+    flags = _request_overrides(request)
+    name, model_where = files_model(files)
+    if request is not None and request.model:
+        if name and request.model != name:
+            files.assumptions.append(f"model = {request.model!r} (--model; the files name {name!r} in "
+                                     f"{model_where})")
+        name = request.model
     if not name:
         raise InputFileError(f"{path}: the files do not name a model",
-                             hint="set model_name_or_path in the TRL config, or keep plan.json in the folder")
+                             hint="pass --model MODEL (and --gpus N --gpu GPU), or set model_name_or_path in the "
+                                  "TRL config YAML")
     model = catalog.resolve_model(name)
-    target = bundle_target(files, name, hardware)
-    plan = bundle.plan_from_files(files, model, target)
+    target = bundle_target(files, name, hardware, request)
+    noted = len(files.assumptions)
+    reading = read_plan(files, target, flags)
+    more = _derived_overrides(request, reading.plan, flags)
+    if more:
+        del files.assumptions[noted:]  # the second reading notes the same defaults again
+        reading = read_plan(files, target, {**flags, **more})
+    _model_difference(files, model, model_where, reading)
+    plan = reading.plan
     memory, speed = _estimate(model, plan, target)
     versions, origin = _bundle_versions(files, target, plan)
-    return Context(request=None, plan=plan, model=model, target=target, memory=memory, speed=speed,
-                   versions=versions, files=files, version_origin=origin)
+    ctx = Context(request=None, plan=plan, model=model, target=target, memory=memory, speed=speed,
+                  versions=versions, files=files, version_origin=origin)
+    return ctx, reading
 
 
-def bundle_target(files, model_name: str, hardware: str | None):
+def files_model(files) -> tuple[str | None, str]:
+    """The model the files train and where they name it: the TRL config's model_name_or_path, train.py's MODEL_ID,
+    a literal id train.py loads, then plan.json's record."""
+    from advisor.bundle.consistency import train_constants
+    from advisor.core.files import Unresolved
+
+    value = files.trl_args.get("model_name_or_path")
+    if isinstance(value, str) and not isinstance(value, Unresolved) and value:
+        return value, "the TRL config model_name_or_path"
+    if files.train_py:
+        try:
+            constant = train_constants(files.train_py).get("MODEL_ID")
+        except (SyntaxError, RecursionError, MemoryError, ValueError):
+            constant = None
+        if isinstance(constant, str) and constant:
+            return constant, "train.py MODEL_ID"
+    if files.model_ids:
+        return files.model_ids[0], "train.py"
+    name = bundle.model_id(files)
+    return name, "plan.json"
+
+
+def _model_difference(files, model, where: str, reading: PlanReading) -> None:
+    """The files train another model than plan.json planned for: a difference like any other field's."""
+    planned = (files.plan_json or {}).get("model")
+    planned_id = planned.get("id") if isinstance(planned, dict) else None
+    if not isinstance(planned_id, str) or where == "plan.json" or planned_id == model.id:
+        return
+    try:
+        same = catalog.resolve_model(planned_id).id == model.id
+    except AdvisorError as exc:  # the record itself is unsound (a path to a pipe, a name no catalogue knows)
+        raise InputFileError(f"plan.json: model.id: {exc.message}",
+                             hint="re-create the bundle with trl-advisor generate --force, or correct model.id") \
+            from None
+    if not same:
+        reading.vs_plan_json.insert(0, Difference("model", model.id, where, planned_id, "plan.json"))
+
+
+def _request_overrides(request: Request | None) -> dict[str, Any]:
+    """Plan fields the REQUEST flags set (None: not given)."""
+    if request is None:
+        return {}
+    resolve.check_request(request, applicable=False)
+    out: dict[str, Any] = {}
+    for name, value in request.to_dict().items():
+        if value is None or name in _NOT_PLAN_FLAGS:
+            continue
+        if name == "trust_remote_code" and value is False:
+            continue  # a store_true flag: False is "not given"
+        out[REQUEST_TO_PLAN.get(name, name)] = value
+    return out
+
+
+_NOT_PLAN_FLAGS = frozenset({"model", "gpu", "hardware", "global_batch", "tokens", "steps", "teacher"})
+
+
+def _derived_overrides(request: Request | None, plan, flags: dict[str, Any]) -> dict[str, Any]:
+    """Plan fields a flag changes through arithmetic: --gpus/--nodes set the training processes, --global-batch the
+    gradient accumulation (it must divide exactly, as `generate` requires)."""
+    if request is None:
+        return {}
+    out: dict[str, Any] = {}
+    if ("gpus_per_node" in flags or "nodes" in flags) and "num_processes" not in flags:
+        per_node = plan.gpus_per_node - (plan.vllm_gpus if plan.vllm_mode == "server" else 0)
+        out["num_processes"] = max(1, per_node) * plan.nodes
+    if request.global_batch is not None and "grad_accum" not in flags:
+        dp = max(1, out.get("num_processes", plan.num_processes) // max(plan.sp_size, plan.cp_size, 1))
+        per_step = plan.micro_batch * dp
+        if request.global_batch % per_step:
+            raise AdvisorError(f"--global-batch {request.global_batch} is not a multiple of micro_batch x "
+                               f"data-parallel = {plan.micro_batch} x {dp}",
+                               hint=f"use a multiple of {per_step}, or pass --grad-accum")
+        out["grad_accum"] = request.global_batch // per_step
+    return out
+
+
+def difference_findings(reading: PlanReading) -> list[Finding]:
+    """Each difference between two statements of the plan, as a warning with both values."""
+    out = []
+    for key, (rule_id, name) in DIFFERENCE_FINDINGS.items():
+        for d in getattr(reading, key):
+            if key == "vs_plan_json":
+                message = (f"{d.field} is {d.value!r} in {d.where}, plan.json planned {d.other!r}: the estimate "
+                           "and the rules here are for the files")
+                fix = ("if the edit is meant, re-plan for it (trl-advisor generate with the new value pinned) so "
+                       "that plan.json's predictions match; otherwise set it back")
+            elif key == "vs_config":
+                message = (f"{d.field} is {d.value!r} in {d.where} (what runs), train.py CONFIG says {d.other!r}")
+                fix = f"make CONFIG[{d.field!r}] in train.py say what runs, or change {d.where}"
+            else:
+                message = f"{d.where} {d.value!r} overrides {d.other!r} from {d.other_where}"
+                fix = f"edit {d.other_where} to match, or drop {d.where}"
+            out.append(Finding(id=rule_id, name=name, severity="warning", status=FAIL, message=message, fix=fix,
+                               auto_fix=None, sources=(), reads=d.to_dict()))
+    return out
+
+
+def bundle_target(files, model_name: str, hardware: str | None, request: Request | None = None):
+    """The hardware the bundle's plan is for: --hardware FILE, else --gpu/--gpus/--nodes over what plan.json (or
+    the accelerate YAML, or train.py's CONFIG) records, else the built-in default target."""
+    from advisor.bundle.readback import config_dict
+
     hint = bundle.hardware_hint(files)
+    req_gpus = request.gpus if request is not None else None
+    req_nodes = request.nodes if request is not None else None
     if hardware:
-        req = Request(model=model_name, nodes=hint.get("nodes") if hint.get("nodes", 1) > 1 else None)
+        nodes = req_nodes or (hint.get("nodes") if hint.get("nodes", 1) > 1 else None)
+        req = Request(model=model_name, nodes=nodes, gpus=req_gpus)
         return resolve.target_from_report(resolve.load_report(hardware), req, origin="file")
-    gpu_name = hint.get("gpu")
+    gpu_name = request.gpu if request is not None and request.gpu else hint.get("gpu")
     if not gpu_name:
         gpu_name = resolve.DEFAULT_GPU
-        files.assumptions.append(f"GPU = {gpu_name} (no --hardware and no plan.json: the built-in default target)")
+        files.assumptions.append(f"GPU = {gpu_name} (no --gpu, --hardware or plan.json: the built-in default "
+                                 "target)")
     gpu = catalog.resolve_gpu(str(gpu_name))
-    gpus = int(hint.get("gpus_per_node") or 1)
-    if "gpus_per_node" not in hint:
-        files.assumptions.append("1 GPU per node (no accelerate num_processes and no plan.json)")
-    return Target(gpu=gpu, gpus_per_node=gpus, nodes=int(hint.get("nodes") or 1), intra_node_link=default_link(gpu),
-                  origin="catalog")
+    config_gpus = config_dict(files.train_py).get("gpus_per_node")
+    gpus = req_gpus or hint.get("gpus_per_node") or (config_gpus if isinstance(config_gpus, int) and
+                                                     not isinstance(config_gpus, bool) and config_gpus > 0 else None)
+    if not gpus:
+        gpus = 1
+        files.assumptions.append("1 GPU per node (no --gpus, no accelerate num_processes and no plan.json)")
+    return Target(gpu=gpu, gpus_per_node=int(gpus), nodes=int(req_nodes or hint.get("nodes") or 1),
+                  intra_node_link=default_link(gpu), origin="catalog")
+
+
+def render_bundle_check(report: BundleCheckReport) -> str:
+    """The `check --bundle` report: the rules' report on the plan the files describe, with that plan's estimate
+    under its header, then the differences between the files, plan.json, CONFIG and the flags."""
+    from dataclasses import replace
+
+    from rules import render_check
+
+    rules_only = replace(report, findings=[f for f in report.findings if not f.id.startswith("PLAN")])
+    lines = render_check(rules_only).rstrip("\n").split("\n")
+    if report.memory is not None and report.speed is not None and len(lines) >= 2 and lines[1].startswith("  plan:"):
+        m, s = report.memory, report.speed
+        verdict = "fits" if m.fits else "DOES NOT FIT"
+        lines.insert(2, f"  estimate of the files: {_gib(m.per_gpu_peak_bytes)} peak per GPU (reserved "
+                        f"{_gib(m.per_gpu_reserved_bytes)} of {_gib(m.capacity_bytes)} usable: {verdict}), "
+                        f"{s.tokens_per_second:,.0f} tokens/s, {s.step_seconds:.2f} s/step")
+        planned = report.reading.planned if report.reading is not None else None
+        if planned is not None and planned != report.plan:
+            lines.insert(3, f"  plan.json planned: {planned.trainer}, {planned.short()}")
+    diffs = report.differences
+    if diffs:
+        lines += ["", f"{len(diffs)} difference(s) between the files, plan.json and the flags (warnings):"]
+        for f in diffs:
+            lines.append(f"  {f.id} {f.message}")
+            lines.append(f"      fix: {f.fix}")
+    return "\n".join(lines) + "\n"
 
 
 def _bundle_versions(files, target, plan) -> tuple[dict, dict]:
@@ -146,6 +346,8 @@ def render_estimate(result: dict[str, Any]) -> str:
     parts = sorted(((v, k) for k, v in spd.get("breakdown_seconds", {}).items() if v > 0), reverse=True)[:4]
     if parts:
         lines.append("  " + ", ".join(f"{k} {v:.2f} s" for v, k in parts))
+    if result.get("job"):
+        lines.append(f"job: {describe_job(result['job'])}")
     findings = result.get("findings") or []
     if findings:
         lines += ["", "findings:"]

@@ -388,6 +388,15 @@ def resolve_gpu(name: str) -> GpuSpec:
     spec = _gpu_index().get(_gpu_key(name))
     if spec is not None:
         return spec
+    # A family name without its memory size (`V100`) matches several rows: naming one of them would plan for a
+    # memory size the user never chose, so every match is listed instead.
+    tokens = _tokens(name)
+    same_family = sorted((gpu for gpu in _gpus() if _family(gpu) and _family(gpu) == tokens),
+                         key=lambda gpu: gpu.memory_bytes)
+    if len(same_family) > 1:
+        shown = ", ".join(f"{gpu.id} ({gpu.memory_gib:.0f} GiB)" for gpu in same_family)
+        raise UnknownNameError(f"GPU '{name.strip()}' is ambiguous: {shown}",
+                               hint="pass one of them: " + " or ".join(f"--gpu {gpu.id}" for gpu in same_family))
     choices = {}
     for gpu in _gpus():
         for shown in (gpu.id, *gpu.aliases):

@@ -1,5 +1,7 @@
-"""The bundle folder as verify reads it: plan.json (bounded, type-checked), the files it lists, and the plan in
-train.py's CONFIG."""
+"""The bundle folder as verify reads it: plan.json (bounded, type-checked), the files it lists, and the plan the
+files describe as `check --bundle` reads it back (advisor.check.read_bundle), with that plan's estimate: verify
+compares the run with the estimate of the bundle as it is on disk, not with what plan.json predicted for the plan
+as it was generated."""
 
 from __future__ import annotations
 
@@ -26,6 +28,12 @@ class _Bundle:
     plan_error: str | None
     unreadable: dict[str, str] = field(default_factory=dict)
     """File name -> why it was not read (a named pipe, a device, too large, not UTF-8)."""
+    ctx: Any = None
+    """The rules' Context of the plan the files describe (model, target, estimate), or None (see read_error)."""
+    reading: Any = None
+    """advisor.bundle.readback.PlanReading: that plan, where each value came from, the edits since plan.json."""
+    read_error: Exception | None = None
+    """Why the files could not be read back into a plan (the rules step reports it)."""
 
 
 def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
@@ -67,7 +75,17 @@ def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
             if exc.reason != "missing":  # missing files are the bundle step's "missing ..."
                 unreadable[name] = exc.message
     plan, plan_error = _plan_from_train(files.get("train.py"))
-    return _Bundle(path=path, doc=doc, files=files, plan=plan, plan_error=plan_error, unreadable=unreadable)
+    b = _Bundle(path=path, doc=doc, files=files, plan=plan, plan_error=plan_error, unreadable=unreadable)
+    if not unreadable:
+        try:
+            from advisor.check import read_bundle
+
+            b.ctx, b.reading = read_bundle(str(path))
+        except Exception as exc:  # AdvisorError (an unknown model, a wrong value) or a reader bug: reported later
+            b.read_error = exc
+    if b.reading is not None:
+        b.plan, b.plan_error = b.reading.plan, None  # what the files describe is what runs
+    return b
 
 
 def _plan_from_train(src: str | None) -> tuple[Plan | None, str | None]:
@@ -99,6 +117,17 @@ def _uses_deepspeed(b: _Bundle) -> bool:
     if b.plan is not None:
         return b.plan.uses_deepspeed
     return (b.doc.get("plan") or {}).get("backend") == "deepspeed"
+
+
+def _estimate_predictions(b: _Bundle) -> dict | None:
+    """The estimate of the plan the files describe (None when there is none: the files could not be read back, or
+    the model cannot estimate that plan)."""
+    if b.ctx is None or b.ctx.memory is None or b.ctx.speed is None:
+        return None
+    mem, spd = b.ctx.memory, b.ctx.speed
+    return {"per_gpu_peak_bytes": int(mem.per_gpu_peak_bytes), "per_gpu_reserved_bytes": int(mem.per_gpu_reserved_bytes),
+            "tokens_per_second": float(spd.tokens_per_second), "step_seconds": float(spd.step_seconds),
+            "fits": bool(mem.fits), "capacity_bytes": int(mem.capacity_bytes), "source": "estimate of the files"}
 
 
 def _predictions(doc: dict) -> dict:

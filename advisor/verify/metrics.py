@@ -4,6 +4,7 @@ last error line of its log."""
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,36 @@ class Metrics:
                     if key.endswith("loss") and isinstance(value, (int, float)) and not isinstance(value, bool):
                         out.append((rank, step, key, float(value)))
         return out
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """The timed optimizer steps of a run (after the warm-up) and their noise."""
+
+    seconds: tuple[float, ...]
+    warmup: int
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+    @property
+    def spread_pct(self) -> float | None:
+        """The largest deviation of a timed step from their median, in % of the median: the run's own noise."""
+        med = self.median
+        if not med or len(self.seconds) < 2:
+            return None
+        return max(abs(t - med) for t in self.seconds) / med * 100.0
+
+    def to_json(self) -> dict:
+        return {"timed_step_seconds": list(self.seconds), "warmup_steps": self.warmup,
+                "min": min(self.seconds) if self.seconds else None,
+                "max": max(self.seconds) if self.seconds else None, "median": self.median,
+                "spread_pct": None if self.spread_pct is None else round(self.spread_pct, 2)}
+
+
+def step_times(metrics: Metrics, warmup: int) -> StepTimes:
+    return StepTimes(tuple(metrics.step_seconds()[warmup:]), warmup)
 
 
 def read_metrics(folder: str | Path) -> Metrics:
@@ -136,3 +167,28 @@ def _tail(path: Path, n: int = LOG_TAIL_LINES) -> list[str]:
         return safeio.read_tail(path, max_bytes=MAX_LOG_TAIL_BYTES, what="log").splitlines()[-n:]
     except safeio.UnsafeInputError:
         return []
+
+
+_SIZE = r"([0-9]+(?:\.[0-9]+)?)\s*(GiB|MiB|KiB|B)\b"
+_UNIT = {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10, "B": 1}
+
+
+def _bytes(match: re.Match | None) -> int | None:
+    return int(float(match.group(1)) * _UNIT[match.group(2)]) if match else None
+
+
+def oom_demand(lines: Sequence[str]) -> dict | None:
+    """What torch's out-of-memory message says (c10/cuda/CUDACachingAllocator.cpp): the failed request, what
+    PyTorch had allocated, and the GPU's capacity. `at_least_bytes` (allocated + requested) is a lower bound of the
+    run's demand: the peak it needed was at least that. None when the log holds no such message."""
+    for line in reversed(lines):
+        if "out of memory" not in line.lower() or "Tried to allocate" not in line:
+            continue
+        tried = _bytes(re.search(r"Tried to allocate " + _SIZE, line))
+        allocated = _bytes(re.search(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch", line))
+        total = _bytes(re.search(r"total capacity of " + _SIZE, line))
+        gpu = re.search(r"GPU (\d+) has a total capacity", line)
+        return {"requested_bytes": tried, "allocated_bytes": allocated, "capacity_bytes": total,
+                "gpu": int(gpu.group(1)) if gpu else None,
+                "at_least_bytes": (allocated or 0) + (tried or 0) if (allocated or tried) else None}
+    return None

@@ -1,5 +1,5 @@
-"""What verify reports: each step's verdict (pass, fail, skip) with a one-line detail and a fix, and the whole
-outcome as text and as the `verify --json` object of CONTRACT.md."""
+"""What verify reports: each step's verdict (pass, fail, skip) with a one-line detail, a fix and any warnings, and
+the whole outcome as text, as markdown and as the `verify --json` object of CONTRACT.md."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ from advisor.verify.limits import (
     GIB,
     MEMORY_TOLERANCE_FLOOR_BYTES,
     MEMORY_TOLERANCE_PCT,
+    SPEED_SPREAD_CAP_PCT,
     SPEED_TOLERANCE_PCT,
-    WARMUP_STEPS,
+    WARMUP_MICRO_BATCHES,
 )
 
 LOG_NAME = "verify.log"
 LOG_TAIL_LINES = 200
+REPORT_JSON = "verify-report.json"
+REPORT_MD = "verify-report.md"
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 SYMBOL = {PASS: "✓", FAIL: "✗", SKIP: "⊘"}
@@ -26,13 +29,13 @@ STEP_TITLES = {
     "hardware": "Hardware",
     "packages": "Package versions",
     "rules": "Rules",
+    "preflight": "Pre-flight",
     "run": "Short run",
     "memory": "Memory",
     "speed": "Speed",
     "loss": "Loss",
 }
 
-# ------------------------------------------------------------------------------------------------------ results
 
 @dataclass
 class StepResult:
@@ -40,9 +43,13 @@ class StepResult:
     status: str
     detail: str
     hint: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    """What passed but deserves a look (a package version inside the working range but not the pin): the step
+    still passes."""
 
     def to_json(self) -> dict:
-        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint}
+        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint,
+                "warnings": list(self.warnings)}
 
 
 @dataclass
@@ -56,6 +63,24 @@ class VerifyOutcome:
     error_pct: dict = field(default_factory=dict)
     command: list[str] | None = None
     log: str | None = None
+    planned: dict = field(default_factory=dict)
+    """plan.json's predictions, made when the bundle was planned (for the plan then, not the files now)."""
+    plan: dict | None = None
+    """The plan the files describe, which is what ran and what `predicted` is the estimate of."""
+    differences: list[dict] = field(default_factory=list)
+    """Where the files differ from plan.json (advisor.bundle.readback.Difference.to_dict)."""
+    quick: dict | None = None
+    """Quick mode: the accumulation run, the scale back to the plan and its derivation."""
+    next_plan: dict | None = None
+    """After an out-of-memory run: the plan the advisor would choose now, and the generate line."""
+    interrupted: bool = False
+    dry_run: bool = False
+    environment: dict = field(default_factory=dict)
+    """Variables verify sets for the run, on top of the inherited environment."""
+    cwd: str | None = None
+    """Where the command runs (the bundle, or quick mode's working copy)."""
+    speed_tolerance_pct: float | None = None
+    reports: list[str] = field(default_factory=list)
 
     def step(self, name: str) -> StepResult | None:
         return next((s for s in self.steps if s.name == name), None)
@@ -70,14 +95,24 @@ class VerifyOutcome:
         return [s for s in self.steps if s.status == FAIL]
 
     @property
+    def warnings(self) -> list[str]:
+        return [w for s in self.steps for w in s.warnings]
+
+    @property
     def passed(self) -> bool:
         """No failed step, and the run happened (a verify that ran nothing verified nothing)."""
-        return not self.failed and self.ran
+        return not self.failed and self.ran and not self.interrupted
 
     def summary(self) -> str:
         failed = len(self.failed)
         skipped = sum(1 for s in self.steps if s.status == SKIP)
         total = len(self.steps)
+        warned = len(self.warnings)
+        warn = f", {warned} warning(s)" if warned else ""
+        if self.dry_run:
+            return f"Dry run: nothing was started. {total - failed - skipped} of {total} checks passed{warn}."
+        if self.interrupted:
+            return f"Interrupted (Ctrl-C): the run was stopped and every process it started ended{warn}."
         if not self.ran:
             run = self.step("run")
             reason = run.detail if run is not None else "the bundle could not be read"
@@ -87,10 +122,10 @@ class VerifyOutcome:
             return text
         if failed:
             more = f", {skipped} skipped" if skipped else ""
-            return f"{failed} of {total} checks failed{more}. See the hints above."
+            return f"{failed} of {total} checks failed{more}{warn}. See the hints above."
         if skipped:
-            return f"{total - skipped} of {total} checks passed, {skipped} skipped."
-        return f"All {total} checks passed."
+            return f"{total - skipped} of {total} checks passed, {skipped} skipped{warn}."
+        return f"All {total} checks passed{warn}."
 
     def to_json(self) -> dict:
         return {
@@ -101,15 +136,29 @@ class VerifyOutcome:
             "measured": self.measured,
             "predicted": self.predicted,
             "error_pct": self.error_pct,
+            "planned": self.planned,
+            "plan": self.plan,
+            "differences": self.differences,
+            "quick": self.quick,
+            "next_plan": self.next_plan,
             "tolerance": {"per_gpu_peak_pct": MEMORY_TOLERANCE_PCT,
                           "per_gpu_peak_floor_bytes": MEMORY_TOLERANCE_FLOOR_BYTES,
-                          "tokens_per_second_pct": SPEED_TOLERANCE_PCT, "warmup_steps": WARMUP_STEPS},
+                          "tokens_per_second_pct": self.speed_tolerance_pct or SPEED_TOLERANCE_PCT,
+                          "tokens_per_second_base_pct": SPEED_TOLERANCE_PCT,
+                          "tokens_per_second_spread_cap_pct": SPEED_SPREAD_CAP_PCT,
+                          "warmup_micro_batches": WARMUP_MICRO_BATCHES,
+                          "warmup_steps": self.measured.get("warmup_steps")},
             "command": self.command,
+            "cwd": self.cwd,
+            "environment": self.environment,
             "log": self.log,
+            "interrupted": self.interrupted,
+            "dry_run": self.dry_run,
+            "reports": self.reports,
         }
 
     def render(self) -> str:
-        """The ✓ ✗ ⊘ listing, one line per step (hints indented below), then the summary line."""
+        """The ✓ ✗ ⊘ listing, one line per step (hints and warnings indented below), then the summary line."""
         total = len(self.steps)
         width = max(len(t) for t in STEP_TITLES.values()) + 4
         lines = []
@@ -117,8 +166,15 @@ class VerifyOutcome:
             prefix = f"[{i}/{total}] "
             title = STEP_TITLES.get(s.name, s.name)
             lines.append(f"{prefix}{(title + ' ').ljust(width, '.')} {SYMBOL[s.status]} {s.detail}")
+            pad = " " * (len(prefix) + width + 3)
+            for w in s.warnings:
+                lines.append(pad + f"warning: {w}")
             if s.hint:
-                lines.append(" " * (len(prefix) + width + 3) + f"hint: {s.hint}")
+                lines.append(pad + f"hint: {s.hint}")
+        if self.next_plan:
+            lines.append(f"next plan: {self.next_plan.get('summary', '')}")
+            if self.next_plan.get("command"):
+                lines.append(f"  {self.next_plan['command']}")
         lines.append(self.summary())
         return "\n".join(lines)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from advisor.core.errors import InputFileError
-from advisor.verify.limits import DEFAULT_TIMEOUT_SECONDS
+from advisor.verify.limits import DEFAULT_TIMEOUT_SECONDS, PROGRESS_POLL_SECONDS
 
 # -------------------------------------------------------------------------------------------------------- runner
 
@@ -37,44 +37,69 @@ def _stream(progress: IO[str] | None | str) -> IO[str] | None:
 
 
 class _Progress:
-    """The run's output on stderr while it runs: on a terminal one line that keeps showing the latest output line,
-    elsewhere (CI logs) every line, indented."""
+    """The run's output on stderr while it runs: on a terminal one line that keeps showing verify's status (phase,
+    step i of N, peak memory so far) and the latest output line; elsewhere (CI logs) every output line, indented,
+    and each new status on a line of its own."""
 
     def __init__(self, stream: IO[str] | None) -> None:
         self.stream = stream
         self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
         self.dirty = False
+        self.status = ""
+        self.last = ""
+        self.lock = threading.Lock()
+
+    def _cols(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns  # type: ignore[union-attr]
+        except (OSError, ValueError, AttributeError):
+            return 100
+
+    def _draw(self) -> None:
+        head = f"[{self.status}] " if self.status else ""
+        self.stream.write("\r\x1b[K  | " + (head + self.last)[: max(10, self._cols() - 5)])  # type: ignore
+        self.dirty = True
 
     def line(self, text: str) -> None:
         if self.stream is None:
             return
         text = text.rstrip()
-        if self.tty:
-            if not text:
-                return
-            cols = 100
-            try:
-                cols = os.get_terminal_size(self.stream.fileno()).columns
-            except (OSError, ValueError, AttributeError):
-                pass
-            self.stream.write("\r\x1b[K  | " + text[: max(10, cols - 5)])
-            self.dirty = True
-        else:
-            self.stream.write(f"  | {text}\n")
-        self.stream.flush()
+        with self.lock:
+            if self.tty:
+                if not text:
+                    return
+                self.last = text
+                self._draw()
+            else:
+                self.stream.write(f"  | {text}\n")
+            self.stream.flush()
+
+    def set_status(self, status: str | None) -> None:
+        if self.stream is None or not status or status == self.status:
+            return
+        with self.lock:
+            self.status = status
+            if self.tty:
+                self._draw()
+            else:
+                self.stream.write(f"verify: {status}\n")
+            self.stream.flush()
 
     def close(self) -> None:
         if self.stream is not None and self.tty and self.dirty:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+            with self.lock:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
 
 
 def run_command(command: Sequence[str], *, cwd: str | Path, log_path: str | Path,
                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, progress: IO[str] | None | str = "stderr",
-                env: dict[str, str] | None = None) -> RunResult:
+                env: dict[str, str] | None = None, status: Callable[[], str | None] | None = None) -> RunResult:
     """Run `command` in its own process group, copy its output (stdout and stderr merged) to `log_path` and to
-    `progress`, and stop the whole group at the timeout (SIGTERM, then SIGKILL after 30 s): accelerate, torchrun
-    and DeepSpeed start children that a kill of the parent alone would leave running."""
+    `progress`, and stop the whole group at the timeout or on Ctrl-C (SIGTERM, then SIGKILL after 30 s; a second
+    Ctrl-C kills at once): accelerate, torchrun and DeepSpeed start children that a kill of the parent alone would
+    leave running, and a process group of its own does not receive the terminal's SIGINT. `status()` is polled every
+    PROGRESS_POLL_SECONDS for the progress line (phase, step i of N, peak memory)."""
     run_env = dict(os.environ if env is None else env)
     run_env.setdefault("PYTHONUNBUFFERED", "1")  # the log shows each line as the training prints it
     start = time.monotonic()
@@ -85,6 +110,7 @@ def run_command(command: Sequence[str], *, cwd: str | Path, log_path: str | Path
         log_file = safeio.open_output(log_path, what="log file")
     except safeio.UnsafeInputError as exc:  # a named pipe or a symlink where the log goes
         raise InputFileError(exc.message, hint="remove it; verify writes its log there") from None
+    done = threading.Event()
     with log_file as log:
         proc = subprocess.Popen(list(command), cwd=str(cwd), env=run_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
@@ -97,8 +123,18 @@ def run_command(command: Sequence[str], *, cwd: str | Path, log_path: str | Path
                 log.flush()
                 show.line(line)
 
+        def tick() -> None:
+            while not done.wait(PROGRESS_POLL_SECONDS):
+                try:
+                    show.set_status(status())  # type: ignore[misc]
+                except Exception:  # noqa: BLE001 - a status that cannot be read this time is shown next time
+                    continue
+
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
+        ticker = threading.Thread(target=tick, daemon=True) if status is not None else None
+        if ticker is not None:
+            ticker.start()
         timed_out = False
         try:
             proc.wait(timeout=timeout_seconds)
@@ -106,13 +142,26 @@ def run_command(command: Sequence[str], *, cwd: str | Path, log_path: str | Path
             timed_out = True
             _stop_group(proc)
         except BaseException:  # Ctrl-C: do not leave the training running
-            _stop_group(proc)
+            try:
+                _stop_group(proc)
+            except BaseException:  # a second Ctrl-C while it stops: kill at once
+                _kill_group(proc)
             raise
         finally:
+            done.set()
             reader.join(timeout=10)
+            if ticker is not None:
+                ticker.join(timeout=PROGRESS_POLL_SECONDS + 1)
             show.close()
     return RunResult(returncode=proc.returncode if proc.returncode is not None else -9, timed_out=timed_out,
                      seconds=time.monotonic() - start)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _stop_group(proc: subprocess.Popen) -> None:

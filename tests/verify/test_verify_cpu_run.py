@@ -55,3 +55,31 @@ def test_verify_runs_a_tiny_bundle_on_the_cpu(tmp_path, monkeypatch):
     assert status["memory"] == "skip" and status["speed"] == "skip"
     assert status["hardware"] == "fail"  # the plan is for an H100: a CPU smoke run verifies no prediction
     assert outcome.passed is False
+
+
+def test_quick_mode_runs_the_working_copy_for_real(tmp_path, monkeypatch):
+    """Quick mode through the real runner: launch.sh and model_config.json linked into the working copy, train.py
+    rewritten there, the random-init checkpoint and the metrics in the bundle, the copy gone afterwards."""
+    import tempfile
+
+    bundle = make_bundle(tmp_path, plan(seq_len=64, micro_batch=2, grad_accum=4))
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                       "CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp_path / "hf")}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    no_gpu = hardware_file.load_report(os.path.join(os.path.dirname(__file__), "..", "fixtures", "hardware",
+                                               "no_gpu.json"))
+    outcome = verify(bundle, steps=2, random_init=True, synthetic_data=True, probe=lambda: no_gpu,
+                     extra_args=["--cpu", "--config-overrides", json.dumps(TINY)], timeout_seconds=300,
+                     progress=None)
+    assert outcome.quick["quick"] and outcome.quick["grad_accum"] < 4
+    log = (bundle / "verify.log").read_text()
+    assert outcome.step("run").status == "pass", f"{outcome.step('run').detail}\n{log[-3000:]}"
+    records = [json.loads(x) for x in (bundle / "metrics" / "rank0.jsonl").read_text().splitlines()]
+    start = next(r for r in records if r["event"] == "start")
+    assert start["grad_accum"] == outcome.quick["grad_accum"]  # the Trainer ran the rewritten accumulation
+    assert any((bundle / "random-init").glob("*/COMPLETE"))  # the checkpoint is the bundle's, for later runs
+    assert list((tmp_path / "tmp").iterdir()) == []  # the working copy is removed
+    assert "'grad_accum': 4," in (bundle / "train.py").read_text()

@@ -81,3 +81,33 @@ def test_non_deepspeed_launch_leaves_the_arch_list_alone(tmp_path):
     run_command(["bash", "launch.sh"], cwd=bundle, log_path=tmp_path / "out.log", timeout_seconds=30, progress=None,
                 env=env)
     assert (tmp_path / "out.log").read_text().strip().splitlines()[-1].startswith("ARCH=9.0a ")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of ours counts as gone
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def test_ctrl_c_ends_every_process_the_run_started(tmp_path):
+    """SIGINT reaches verify, not the run's own process group: the runner must stop the group, grandchildren
+    (accelerate's workers, DeepSpeed's) included, and then let the interrupt through."""
+    import signal
+    import threading
+
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"sleep 120 & echo $! > {pid_file}; wait"
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_command(["bash", "-c", script], cwd=tmp_path, log_path=tmp_path / "log", progress=None)
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild)

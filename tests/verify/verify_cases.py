@@ -94,13 +94,32 @@ def machine(fixture: str = "h100_sxm_x8_nvlink", *, gpus: int | None = None, sof
     return lambda: report
 
 
+def estimate_of(bundle: Path, grad_accum: int | None = None):
+    """(memory, speed) the model predicts for the plan the bundle's files describe (at `grad_accum` when given):
+    what verify compares a run with."""
+    from advisor.check import read_bundle
+    from advisor.model.estimate import estimate_plan
+
+    ctx, _ = read_bundle(str(bundle))
+    p = ctx.plan if grad_accum is None else ctx.plan.with_(grad_accum=grad_accum)
+    return estimate_plan(ctx.model, p, ctx.target)
+
+
 @dataclass
 class FakeRun:
-    """Stands in for `bash launch.sh ...`: writes the metrics train.py would write, and a log."""
+    """Stands in for `bash launch.sh ...`: writes the metrics train.py would write, and a log.
 
-    peaks: tuple[int, ...] = (int(19.5 * GIB),)
+    Measurements are given outright (`peaks`, `step_seconds`) or relative to the model's estimate of the plan that
+    runs (`peak_factor`, `speed_factor`: the estimate of the bundle's files at the accumulation train.py in `cwd`
+    has, so a quick-mode run is measured at its own accumulation). The first step is slow, as a real first step
+    is (CUDA set-up, compiles)."""
+
+    peaks: tuple[int, ...] | None = None
     """Peak allocated bytes per rank (one entry per rank)."""
-    step_seconds: tuple[float, ...] = (4.0, 0.9, 0.21, 0.20, 0.19, 0.20, 0.22, 0.20, 0.20, 0.20)
+    step_seconds: tuple[float, ...] | None = None
+    peak_factor: float = 1.02
+    speed_factor: float = 1.0
+    ranks: int = 1
     losses: tuple[float, ...] | None = None
     returncode: int = 0
     timed_out: bool = False
@@ -110,31 +129,53 @@ class FakeRun:
     calls: list = field(default_factory=list)
 
     def __call__(self, command, *, cwd, log_path, timeout_seconds):
-        self.calls.append({"command": list(command), "cwd": Path(cwd), "timeout_seconds": timeout_seconds})
+        command = list(command)
+        train_py = (Path(cwd) / "train.py").read_text(encoding="utf-8")
+        self.calls.append({"command": command, "cwd": Path(cwd), "timeout_seconds": timeout_seconds,
+                           "train_py": train_py, "files": sorted(p.name for p in Path(cwd).iterdir())})
         Path(log_path).write_text(self.log, encoding="utf-8")
         if self.write_metrics:
-            self._metrics(Path(cwd) / "metrics")
+            # where train.py writes them: --metrics-dir when given, else next to train.py
+            folder = Path(command[command.index("--metrics-dir") + 1]) if "--metrics-dir" in command else \
+                Path(cwd) / "metrics"
+            steps = int(command[command.index("--max-steps") + 1]) if "--max-steps" in command else 10
+            self._metrics(folder, steps, Path(cwd), train_py)
         return RunResult(returncode=self.returncode, timed_out=self.timed_out, seconds=42.0)
 
-    def _metrics(self, folder: Path) -> None:
+    def _measurements(self, steps: int, cwd: Path, train_py: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        peaks, times = self.peaks, self.step_seconds
+        if peaks is None or times is None:
+            from advisor.bundle.readback import config_dict
+
+            bundle = (cwd / "plan.json").resolve().parent
+            mem, spd = estimate_of(bundle, config_dict(train_py).get("grad_accum"))
+            if peaks is None:
+                peaks = (int(mem.per_gpu_peak_bytes * self.peak_factor),) * self.ranks
+            if times is None:
+                step = spd.step_seconds * self.speed_factor
+                times = (10 * step + 2.0,) + (step,) * (steps - 1)
+        return peaks, tuple(times)[:steps]
+
+    def _metrics(self, folder: Path, steps: int, cwd: Path, train_py: str) -> None:
+        peaks, times = self._measurements(steps, cwd, train_py)
         folder.mkdir(parents=True, exist_ok=True)
-        losses = self.losses if self.losses is not None else tuple(12.1 - 0.01 * i for i in range(len(self.step_seconds)))
-        world = len(self.peaks)
-        for rank, peak in enumerate(self.peaks):
+        losses = self.losses if self.losses is not None else tuple(12.1 - 0.01 * i for i in range(len(times)))
+        world = len(peaks)
+        for rank, peak in enumerate(peaks):
             mem0 = {"peak_allocated_bytes": peak // 10, "peak_reserved_bytes": peak // 10 + GIB,
                     "host_peak_rss_bytes": 3 * GIB}
             records = [{"event": "start", "rank": rank, "world_size": world, "device": self.device,
                         "micro_batch": 4, "grad_accum": 2, "seq_len": 1024, **mem0}]
-            for i, seconds in enumerate(self.step_seconds, 1):
+            for i, seconds in enumerate(times, 1):
                 # the peak is reached at the first optimizer step (Adam states) and stays
                 mem = {"peak_allocated_bytes": peak, "peak_reserved_bytes": peak + GIB,
                        "host_peak_rss_bytes": 3 * GIB}
                 records.append({"event": "step", "step": i, "step_seconds": seconds, **mem})
                 records.append({"event": "log", "step": i, "loss": losses[i - 1], "grad_norm": 2.5,
-                                "learning_rate": 2e-5, "num_tokens": 8192.0 * i, "epoch": i / len(self.step_seconds)})
-            records.append({"event": "log", "step": len(self.step_seconds), "train_runtime": 12.0,
-                            "train_loss": sum(losses) / len(losses), "epoch": 1.0})
-            records.append({"event": "end", "step": len(self.step_seconds), "peak_allocated_bytes": peak,
+                                "learning_rate": 2e-5, "num_tokens": 8192.0 * i, "epoch": i / len(times)})
+            records.append({"event": "log", "step": len(times), "train_runtime": 12.0,
+                            "train_loss": sum(losses[:len(times)]) / max(1, len(times)), "epoch": 1.0})
+            records.append({"event": "end", "step": len(times), "peak_allocated_bytes": peak,
                             "peak_reserved_bytes": peak + GIB, "host_peak_rss_bytes": 3 * GIB})
             # json.dumps as train.py writes it (NaN stays NaN, as Python's json writes it)
             (folder / f"rank{rank}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records),
@@ -164,3 +205,6 @@ Traceback (most recent call last):
 torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB
 subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 1.
 """
+
+H100_TARGET = Target(gpu=H100, gpus_per_node=1, nodes=1, intra_node_link="nvlink")
+"""One H100-80GB, as the bundles of make_bundle plan for."""

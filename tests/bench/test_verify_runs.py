@@ -1,0 +1,55 @@
+"""bench.verify_runs on a machine without a GPU: each case's bundle is generated, edited, checked and dry-run for its
+cost; a case that does not fit the budget is recorded as skipped without running; a record is one JSON line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import verify_runs as V
+
+
+def _case(name: str) -> dict:
+    return next(c for c in V.CASES if c["name"] == name)
+
+
+def test_the_edit_is_the_one_config_line(tmp_path):
+    train = tmp_path / "train.py"
+    train.write_text("CONFIG = {\n    'micro_batch': 16,  # why\n    'grad_accum': 4,\n}\n")
+    V.edit_config(train, {"micro_batch": 48})
+    assert train.read_text() == "CONFIG = {\n    'micro_batch': 48,  # why\n    'grad_accum': 4,\n}\n"
+    with pytest.raises(SystemExit):
+        V.edit_config(train, {"no_such_key": 1})
+
+
+def test_oom_case_checks_the_edited_bundle_before_anything_runs(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "init").mkdir()
+    r = V.run_case(_case("oom-edit"), gpu="H200", work=tmp_path, logs=tmp_path / "logs",
+                   shared_init=tmp_path / "init", left=1.0)
+    assert r["status"] == "skipped" and "left" in r["reason"]  # a budget of 1 s starts nothing
+    assert not (tmp_path / "oom-edit" / "verify.log").exists()
+    # check --bundle predicted the OOM from the edited files, before any run
+    assert r["check"]["exit"] == 1 and "MEM001" in r["check"]["errors"]
+    assert r["check"]["estimate"]["fits"] is False
+    (diff,) = r["check"]["differences"]["vs_plan_json"]
+    assert (diff["field"], diff["value"], diff["other"]) == ("micro_batch", 48, 16)
+    assert r["planned"]["plan"]["micro_batch"] == 16 and r["edits"] == {"micro_batch": 48}
+    assert r["predicted_cost_seconds"] > V.START_SECONDS
+    assert (tmp_path / "oom-edit" / "random-init").resolve() == (tmp_path / "init").resolve()
+    json.dumps(r)  # one JSON line
+
+
+def test_predicted_cost_counts_start_up_checkpoint_and_steps():
+    dry = {"quick": {"steps": 6, "predicted_step_seconds": 2.0}, "params": 1_000_000_000}
+    cached = V.predicted_cost(dry, cached=True)
+    assert cached == pytest.approx(V.START_SECONDS + 2e9 / V.LOAD_BYTES_PER_SECOND + 12.0)
+    assert V.predicted_cost(dry, cached=False) == pytest.approx(cached + 2e9 / V.WRITE_BYTES_PER_SECOND)
+
+
+def test_cases_cover_the_demonstrations_and_the_kinds():
+    names = [c["name"] for c in V.CASES]
+    assert names[:3] == ["oom-edit", "lora-8b-16k-full", "lora-8b-16k-quick"]  # the full run writes the checkpoint
+    kinds = {(" ".join(c["generate"])) for c in V.CASES[3:]}
+    assert len(kinds) >= 8 and len(names) == len(set(names))
