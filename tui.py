@@ -1,76 +1,1708 @@
-"""The interactive wizard (`trl-advisor` on a terminal). It asks, the core computes: no arithmetic lives here.
+"""The wizard: `trl-advisor` on a terminal, or `trl-advisor wizard [REQUEST flags]`. It asks and shows; the core
+computes.
 
-This first version asks for the model, the trainer, the method and the GPUs, and shows the `estimate` report for
-that request, plus the command line that reproduces it. The full wizard (plan search, bundle writing) comes with the
-TUI issue.
+Every number, sentence, rule and file on screen comes from the functions the command line calls:
+`advisor.search.decide` (the plan, its memory and speed, the alternatives), `advisor.bundle.render.reasons` (why
+each knob has its value), `advisor.check.check_request` (the rules, when no plan can be made),
+`advisor.bundle.render.render_bundle` and `advisor.bundle.generate.generate` (the files), `hw_probe` (this machine)
+and `rules` (the compatibility matrix, a rule's documentation). The app lays them out and turns keys into a
+`Request`, so the screen and `trl-advisor generate` with the same flags agree; the command line it shows is
+`advisor.bundle.render.recreate_command`.
+
+Sections, top to bottom: the form (fields as data, parsed with the command line's messages) · outcomes (one core
+call per change, run in a worker thread, stale answers dropped) · widgets · modal screens · the app · entry points.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import io
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 
-def make_app():
-    from textual.app import App, ComposeResult
-    from textual.containers import Horizontal, Vertical
-    from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.suggester import SuggestFromList
+from textual.widgets import (
+    Checkbox,
+    DataTable,
+    Footer,
+    Input,
+    Label,
+    Log,
+    OptionList,
+    Select,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+from textual.widgets.option_list import Option
 
-    from advisor.core.request import METHODS, TRAINERS
+from advisor.core import request as R
+from advisor.core.errors import AdvisorError, NoFeasiblePlanError
+from advisor.core.request import Request
+from advisor.core.specs import GIB
 
-    class WizardApp(App):
-        TITLE = "trl-advisor"
-        SUB_TITLE = "plan a TRL run for your GPUs"
-        CSS = """
-        Vertical#form { width: 60; padding: 1 2; }
-        Input, Select { margin-bottom: 1; }
-        Static#report { padding: 1 2; }
-        """
-        BINDINGS = [("q", "quit", "Quit")]
+# ==================================================================================================== the form
 
-        def compose(self) -> ComposeResult:
-            yield Header()
-            with Horizontal():
-                with Vertical(id="form"):
-                    yield Label("Model (id, hub id or size such as 7B)")
-                    yield Input(value="qwen2.5-7b", id="model")
-                    yield Label("Trainer")
-                    yield Select([(t.upper(), t) for t in TRAINERS], value="sft", id="trainer", allow_blank=False)
-                    yield Label("Method")
-                    yield Select([(m, m) for m in METHODS], value="lora", id="method", allow_blank=False)
-                    yield Label("GPU (catalogue id; blank = this machine)")
-                    yield Input(value="", id="gpu", placeholder="H100-80GB")
-                    yield Label("GPUs per node")
-                    yield Input(value="1", id="gpus")
-                    yield Button("Estimate", id="go", variant="primary")
-                yield Static("", id="report")
-            yield Footer()
+AUTO = "auto"
+"""The form's word for "not pinned": the Request field stays None and the planner searches or defaults it."""
 
-        def on_button_pressed(self, event: Button.Pressed) -> None:
-            self.query_one("#report", Static).update(self._estimate())
+TARGET_MODES = (("this machine (probe)", "machine"), ("a catalogue GPU", "catalog"), ("a probe --json file", "file"))
+"""Where the plan is for: no --gpu/--hardware (the probe), --gpu NAME, or --hardware FILE."""
 
-        def _estimate(self) -> str:
-            from advisor.check import estimate_request as estimate
-            from advisor.check import render_estimate
-            from advisor.core.errors import AdvisorError
-            from advisor.core.request import Request
 
-            gpus_text = self.query_one("#gpus", Input).value.strip() or "1"
+def flag(name: str) -> str:
+    """A Request field's command-line flag: the fields are the contract's flag names (recreate_command relies on
+    it too)."""
+    return "--" + name.replace("_", "-")
+
+
+def _has_request_field(name: str) -> bool:
+    return name in Request.__dataclass_fields__
+
+
+def _generating(v: dict) -> bool:
+    return v.get("trainer") in R.GENERATING_TRAINERS
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One REQUEST flag as a form field. `shown` decides from the other values whether the field applies (a
+    hidden field's value is kept but left out of the request, so the command line shows only what is used)."""
+
+    name: str
+    label: str
+    kind: str
+    """text | model | path | int | float | choice | switch (auto/on/off) | flag (auto/on) | bool (off/on)"""
+    tab: str
+    """target | training"""
+    section: str
+    choices: tuple[tuple[str, object], ...] = ()
+    """(label, value) for choice fields; AUTO first where the field may stay unpinned."""
+    placeholder: str = AUTO
+    shown: Callable[[dict], bool] = lambda v: True
+    help: str = ""
+
+    @property
+    def flag(self) -> str:
+        return flag(self.name)
+
+
+def _choices(values: Iterable, *, auto: bool = True, label=str) -> tuple[tuple[str, object], ...]:
+    return ((("auto", AUTO),) if auto else ()) + tuple((label(v), v) for v in values)
+
+
+SWITCH = (("auto", AUTO), ("on", True), ("off", False))
+ON_ONLY = (("auto", AUTO), ("on", True))
+OFF_ON = (("off", False), ("on", True))
+
+
+def _ref_models() -> tuple[str, ...]:
+    """REF_MODELS as the core has it now (`bema` appears there when the core learns it)."""
+    return tuple(R.REF_MODELS)
+
+
+def form_fields() -> tuple[FieldSpec, ...]:
+    """Every REQUEST flag, in form order. Fields the core does not have yet (--teacher) are left out until it
+    does, so the wizard works with the Request of before and after."""
+    what, trainer, how, where = "What to train", "Trainer", "How (auto = the planner decides)", "Where"
+    specs = [
+        FieldSpec("target_mode", "Plan for", "choice", "target", where, TARGET_MODES,
+                  help="this machine's GPUs, a GPU from the catalogue, or a saved `trl-advisor probe --json`"),
+        FieldSpec("gpu", "GPU", "choice", "target", where, shown=lambda v: v.get("target_mode") == "catalog",
+                  help="trl-advisor gpus lists them"),
+        FieldSpec("hardware", "Hardware file", "path", "target", where, placeholder="hw.json",
+                  shown=lambda v: v.get("target_mode") == "file", help="written by `trl-advisor probe --json`"),
+        FieldSpec("gpus", "GPUs per node", "int", "target", where, help="blank: 1 for a catalogue GPU, else all found"),
+        FieldSpec("nodes", "Nodes", "int", "target", where),
+        FieldSpec("model", "Model", "model", "training", what, placeholder="qwen2.5-7b, 8B, org/name or a path",
+                  help="ctrl+o: browse the catalogue; Enter looks a hub id up online"),
+        FieldSpec("trainer", "Trainer", "choice", "training", what, _choices(R.TRAINERS, auto=False, label=str.upper)),
+        FieldSpec("method", "Method", "choice", "training", what, _choices(R.METHODS)),
+        FieldSpec("lora_r", "LoRA rank", "int", "training", what, shown=lambda v: v.get("method") != "full"),
+        FieldSpec("seq_len", "Sequence length", "int", "training", what, help="tokens per sequence"),
+        FieldSpec("global_batch", "Global batch", "int", "training", what, help="sequences per optimizer step"),
+        FieldSpec("micro_batch", "Micro-batch", "int", "training", what),
+        FieldSpec("grad_accum", "Grad accumulation", "int", "training", what),
+        FieldSpec("num_generations", "Generations", "int", "training", trainer, shown=_generating,
+                  help="completions per prompt"),
+        FieldSpec("max_completion_len", "Max completion", "int", "training", trainer, shown=_generating,
+                  help="the completion part of the sequence length"),
+        FieldSpec("vllm", "vLLM", "choice", "training", trainer, _choices(R.VLLM_MODES), shown=_generating),
+        FieldSpec("vllm_gpus", "vLLM GPUs", "int", "training", trainer,
+                  shown=lambda v: _generating(v) and v.get("vllm") in (None, "server")),
+        FieldSpec("vllm_mem_fraction", "vLLM memory", "float", "training", trainer,
+                  shown=lambda v: _generating(v) and v.get("vllm") in (None, "colocate"),
+                  help="GPU fraction vLLM reserves in colocate mode"),
+        FieldSpec("ref_model", "Reference model", "choice", "training", trainer, _choices(_ref_models()),
+                  shown=lambda v: v.get("trainer") in R.PREFERENCE_TRAINERS),
+    ]
+    if _has_request_field("teacher"):
+        specs.append(FieldSpec("teacher", "Teacher", "model", "training", trainer, placeholder="same forms as Model",
+                               shown=lambda v: v.get("trainer") == "gkd", help="GKD distils this model into the student"))
+    specs += [FieldSpec(name, label, "int", "training", what, help=text)
+              for name, label, text in (("tokens", "Job: tokens", "trained tokens: the plan says how long the job takes"),
+                                        ("steps", "Job: steps", "optimizer steps: the plan says how long the job takes"))
+              if _has_request_field(name)]
+    specs += [
+        FieldSpec("backend", "Backend", "choice", "training", how, _choices(R.BACKENDS)),
+        FieldSpec("zero", "ZeRO stage", "choice", "training", how, _choices((0, 1, 2, 3))),
+        FieldSpec("offload", "Offload", "choice", "training", how, _choices(R.OFFLOADS)),
+        FieldSpec("offload_device", "Offload device", "choice", "training", how, _choices(R.OFFLOAD_DEVICES),
+                  shown=lambda v: v.get("offload") not in (None, "none")),
+        FieldSpec("precision", "Precision", "choice", "training", how, _choices(R.PRECISIONS)),
+        FieldSpec("grad_ckpt", "Checkpointing", "switch", "training", how, SWITCH),
+        FieldSpec("liger", "Liger Kernel", "switch", "training", how, SWITCH),
+        FieldSpec("attn", "Attention", "text", "training", how, help="sdpa, flash_attention_2, ... or org/kernel"),
+        FieldSpec("packing", "Packing", "switch", "training", how, SWITCH),
+        FieldSpec("sp_size", "Ulysses SP", "int", "training", how),
+        FieldSpec("cp_size", "Ring CP", "int", "training", how),
+        FieldSpec("unsloth", "Unsloth", "flag", "training", how, ON_ONLY),
+        FieldSpec("trust_remote_code", "Remote code", "bool", "training", how, OFF_ON,
+                  help="run code from the model repository"),
+    ]
+    return tuple(specs)
+
+
+FIELDS = form_fields()
+SPECS = {s.name: s for s in FIELDS}
+
+
+@functools.cache
+def field_of_knob() -> dict[str, str]:
+    """Plan knob -> the Request field that pins it (zero_stage -> zero, vllm_mode -> vllm, gpus_per_node -> gpus),
+    from the core's own table. The core's modules are imported when first needed, not before the first screen."""
+    from advisor.bundle.render import _PIN_FLAGS
+
+    return {knob: name for knob, (name, _flag) in _PIN_FLAGS.items()}
+
+
+@functools.cache
+def knob_of_field() -> dict[str, str]:
+    return {name: knob for knob, name in field_of_knob().items()} | {"global_batch": "global_batch"}
+
+
+def parse_text(spec: FieldSpec, text: str):
+    """A typed value from what the user typed (None when blank), or AdvisorError with the message and hint the
+    command line gives for the same text after the flag (advisor.cli's argument types, argparse's wording)."""
+    text = text.strip()
+    if not text:
+        return None
+    if spec.kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise _argument_error(spec, f"expected a whole number, got {text!r}") from None
+    if spec.kind == "float":
+        try:
+            return float(text)
+        except ValueError:
+            raise _argument_error(spec, f"expected a number, got {text!r}") from None
+    return text
+
+
+def _argument_error(spec: FieldSpec, message: str) -> AdvisorError:
+    return AdvisorError(f"argument {spec.flag}: {message}", hint="see `trl-advisor generate --help`")
+
+
+def field_problem(spec: FieldSpec, value) -> AdvisorError | None:
+    """What the core says about this one value on its own (its bounds, choices and text checks): the error the
+    command line prints for the flag alone, or None. Checks across fields run with the plan."""
+    from advisor.resolve import check_request
+
+    if spec.name not in Request.__dataclass_fields__ or value is None:
+        return None
+    try:
+        check_request(Request(**{"model": "", spec.name: value}))
+    except AdvisorError as exc:
+        return exc
+    return None
+
+
+def to_choice(spec: FieldSpec, value):
+    """The Select value for a field's value (AUTO for None)."""
+    return AUTO if value is None and any(v == AUTO for _, v in spec.choices) else value
+
+
+def from_choice(value):
+    return None if value == AUTO else value
+
+
+def request_from(values: dict, passthrough: dict) -> Request:
+    """The Request the form describes: shown fields with a value, the target mode as --gpu / --hardware, and any
+    Request field the form has no widget for (passed through from the command line as given)."""
+    data = dict(passthrough)
+    mode = values.get("target_mode", "machine")
+    for spec in FIELDS:
+        if spec.name == "target_mode" or spec.name not in Request.__dataclass_fields__:
+            continue
+        data[spec.name] = values.get(spec.name) if spec.shown(values) else None
+    data["gpu"] = values.get("gpu") if mode == "catalog" else None
+    data["hardware"] = values.get("hardware") if mode == "file" else None
+    data["model"] = values.get("model") or ""
+    data["trust_remote_code"] = bool(values.get("trust_remote_code"))
+    return Request(**data)
+
+
+def values_from(req: Request) -> tuple[dict, dict]:
+    """(form values, passthrough) for a Request: the inverse of request_from."""
+    values = {s.name: getattr(req, s.name) for s in FIELDS if s.name in Request.__dataclass_fields__}
+    values["model"] = req.model or ""
+    values["target_mode"] = "file" if req.hardware else "catalog" if req.gpu else "machine"
+    known = set(values) | {"gpu", "hardware"}
+    passthrough = {f.name: getattr(req, f.name) for f in fields(Request) if f.name not in known}
+    return values, passthrough
+
+
+def command_line(req: Request) -> str:
+    """The `trl-advisor generate` line of a request. recreate_command reads only the request when it is given, so
+    the same line is shown whether or not a plan exists (it reproduces a refusal as well)."""
+    from advisor.bundle.render import recreate_command
+
+    return recreate_command(None, None, None, req)
+
+
+def fix_changes(auto_fix: dict) -> dict:
+    """A rule's auto-fix (plan knob -> value) as Request field changes, through the core's knob table."""
+    return {field_of_knob().get(knob, knob): value for knob, value in auto_fix.items()
+            if field_of_knob().get(knob, knob) in Request.__dataclass_fields__}
+
+
+# ================================================================================================ outcomes
+
+
+@dataclass
+class PlanView:
+    """A plan the core chose, with everything the screens show about it."""
+
+    request: Request
+    decision: object
+    result: dict
+    why: dict[str, str]
+    summary: list[str]
+    """The first lines `trl-advisor generate` prints (model on target, plan, memory, speed)."""
+    features: set[str]
+    report: object = None
+    """The hardware report the plan was made with (probe or file), None for a catalogue GPU."""
+
+    ok = True
+
+    @property
+    def command(self) -> str:
+        return command_line(self.request)
+
+    @property
+    def findings(self) -> list[dict]:
+        return list(self.result.get("findings", []))
+
+    @property
+    def notes(self) -> list[str]:
+        return list(getattr(self.decision, "notes", []) or [])
+
+
+@dataclass
+class PlanProblem:
+    """The core refused: a bad value (`input`, with the form field it concerns), a pin that breaks a rule in every
+    plan (`rule`), or nothing fits (`nofit`). `findings` are what `trl-advisor check` reports for the request."""
+
+    request: Request
+    kind: str
+    message: str
+    hint: str | None
+    about: str | None = None
+    """The form field the message is about, when it is about one."""
+    findings: list[dict] = field(default_factory=list)
+    report: object = None
+
+    ok = False
+
+    @property
+    def command(self) -> str:
+        return command_line(self.request)
+
+
+def _field_of_message(message: str) -> str | None:
+    """The form field an input error names: the core's messages start with the flag."""
+    head = message.split(" ", 1)[0].removeprefix("argument ").rstrip(":")
+    return next((s.name for s in FIELDS if s.flag == head), None)
+
+
+def compute_outcome(req: Request, *, probe: Callable[[], object], allow_network: bool = False) -> PlanView | PlanProblem:
+    """Plan `req` as `trl-advisor generate` does (decide), without writing anything.
+
+    The model name is resolved first with downloads off unless `allow_network` (the user pressed Enter in the model
+    field): a hub id half typed must not start a download on every key. `probe` returns this machine's report
+    (probed once by the app)."""
+    from advisor import catalog, check
+    from advisor.bundle.render import reasons
+    from advisor.resolve import check_request, load_report
+    from advisor.search import PinnedRuleError, decide, render_decision
+    from rules import reportable
+
+    report = None
+    try:
+        check_request(req)
+        for name in ("model", "teacher"):
+            value = getattr(req, name, None)
+            if name == "model" and not value:
+                raise AdvisorError("choose a model", hint="a catalogue id (qwen2.5-7b), a size (8B), a hub id "
+                                   "(org/name) or a local folder; ctrl+o browses the catalogue")
+            if value:
+                try:
+                    catalog.resolve_model(value, allow_network=allow_network)
+                except AdvisorError as exc:
+                    return PlanProblem(req, "input", exc.message, exc.hint, about=name)
+        if req.hardware:
             try:
-                req = Request(model=self.query_one("#model", Input).value.strip(),
-                              trainer=self.query_one("#trainer", Select).value,
-                              method=self.query_one("#method", Select).value,
-                              gpu=self.query_one("#gpu", Input).value.strip() or None,
-                              gpus=int(gpus_text) if gpus_text.isdigit() else 0)
-                result = estimate(req)
-            except AdvisorError as e:
-                return f"error: {e.message}\nhint: {e.hint or ''}"
-            command = f"trl-advisor estimate --model {req.model} --trainer {req.trainer} --method {req.method}"
-            if req.gpu:
-                command += f" --gpu {req.gpu}"
-            command += f" --gpus {req.gpus}"
-            return render_estimate(result) + "\n\nSame from a script:\n  " + command
+                report = load_report(req.hardware)
+            except AdvisorError as exc:
+                return PlanProblem(req, "input", exc.message, exc.hint, about="hardware")
+        elif not req.gpu:
+            report = probe()
+        decision, result = decide(req, probe=probe)
+    except (PinnedRuleError, NoFeasiblePlanError) as exc:
+        kind = "rule" if isinstance(exc, PinnedRuleError) else "nofit"
+        found = check.check_request(req, probe=probe)
+        return PlanProblem(req, kind, exc.message, exc.hint, findings=[f.to_dict() for f in reportable(found.findings)],
+                           report=report)
+    except AdvisorError as exc:
+        return PlanProblem(req, "input", exc.message, exc.hint, about=_field_of_message(exc.message), report=report)
+    c = decision.chosen
+    summary = list(itertools.takewhile(lambda line: line not in ("why", "rejected", "findings")
+                                       and not line.startswith("wrote "), render_decision(result, decision, "").splitlines()))
+    return PlanView(req, decision, result, reasons(c.plan, decision.model, decision.target, result, req), summary,
+                    plan_features(req, c.plan, decision.model, decision.target), report)
 
-    return WizardApp()
+
+def plan_features(req: Request, plan, model, target) -> set[str]:
+    """The plan's features in the compatibility matrix's words (the rules' own reading of a plan)."""
+    from rules import Context
+    from rules.common import features
+
+    return features(Context(request=req, plan=plan, model=model, target=target))
 
 
-def run_wizard() -> int:
-    make_app().run()
-    return 0
+def matrix_rows(features: set[str]) -> list[tuple[bool, dict]]:
+    """The rows of `trl-advisor rules --matrix` that concern these features: (both in the plan, row), rows whose
+    two features are both in the plan first."""
+    from rules import compat_matrix
+
+    rows = [r for r in compat_matrix()["rows"] if r["a"] in features or r["b"] in features]
+    marked = [(r["a"] in features and r["b"] in features, r) for r in rows]
+    return sorted(marked, key=lambda m: not m[0])
+
+
+# ================================================================================================= widgets
+
+BREAKDOWN = (("weights", "#4f8fe6"), ("gradients", "#b07fe0"), ("optimizer", "#e0904f"), ("activations", "#4fb36b"),
+             ("logits", "#d6c14a"), ("other", "#8a8f98"))
+"""The memory breakdown's parts (generate --json memory.breakdown_bytes) and their colours."""
+RESERVE, FREE, MARGIN = ("allocator reserve", "#5c6370"), ("headroom", "#3a7a4a"), ("safety margin", "#3b3f46")
+
+
+def memory_parts(memory: dict) -> list[tuple[str, int, str]]:
+    """(name, bytes, colour) along the usable capacity: the breakdown of the peak, the allocator's reserve above
+    it, the headroom left under the limit, and the margin kept back from the capacity. Only differences of the
+    result's own figures, to draw them (reserve = reserved - peak, margin = capacity - reserved - headroom)."""
+    parts = [(name, int(memory["breakdown_bytes"].get(name, 0)), colour) for name, colour in BREAKDOWN]
+    peak, reserved = memory["per_gpu_peak_bytes"], memory["per_gpu_reserved_bytes"]
+    headroom, capacity = memory["headroom_bytes"], memory["gpu_capacity_bytes"]
+    parts.append((RESERVE[0], max(0, reserved - peak), RESERVE[1]))
+    parts.append((FREE[0], max(0, headroom), FREE[1]))
+    parts.append((MARGIN[0], max(0, capacity - reserved - max(0, headroom)), MARGIN[1]))
+    return parts
+
+
+def memory_bar(memory: dict, width: int) -> Text:
+    """The parts as one line of `width` cells (cumulative rounding, so the cells add up to the width)."""
+    parts = memory_parts(memory)
+    total = max(sum(b for _, b, _ in parts), memory["gpu_capacity_bytes"], 1)
+    bar, done, cum = Text(), 0, 0
+    for name, size, colour in parts:
+        cum += size
+        end = round(cum / total * width)
+        char = {"headroom": "░", "safety margin": "·", "allocator reserve": "▒"}.get(name, "█")
+        bar.append(char * max(0, end - done), style=colour)
+        done = max(done, end)
+    return bar
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.1f}"
+
+
+def memory_legend(memory: dict) -> Text:
+    legend = Text()
+    for name, size, colour in memory_parts(memory):
+        if size:
+            # no-break spaces inside an item: a narrow screen wraps between items, never inside one
+            legend.append("■\u00a0", style=colour).append(f"{name} {gib(size)}".replace(" ", "\u00a0") + "   ")
+    legend.append("GiB per GPU", style="dim")
+    return legend
+
+
+def speed_text(speed: dict) -> str:
+    """The same figures and rounding as `trl-advisor generate` prints."""
+    return (f"{speed['tokens_per_second']:,.0f} tokens/s · {speed['step_seconds']:.2f} s/step · "
+            f"MFU {speed['mfu'] * 100:.0f}%")
+
+
+class MemoryBar(Static):
+    """The per-GPU memory of the chosen plan against the usable capacity, with a legend."""
+
+    DEFAULT_CSS = "MemoryBar { height: auto; margin: 1 0 0 0; }"
+
+    memory: dict | None = None
+
+    def show(self, memory: dict | None) -> None:
+        self.memory = memory
+        self.refresh(layout=True)
+
+    def render(self):
+        if not self.memory:
+            return Text("")
+        width = max(10, self.size.width - 2)
+        return Text("\n").join([Text("▕") + memory_bar(self.memory, width) + Text("▏"), memory_legend(self.memory)])
+
+
+class PlanStrip(Static):
+    """Three lines under every tab: the plan (or why there is none), its memory and speed, the command line."""
+
+    DEFAULT_CSS = "PlanStrip { height: 3; padding: 0 1; background: $boost; }"
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.lines: list[Text] = [Text("starting…", style="dim")]
+        self.memory: dict | None = None
+
+    def show(self, lines: list[Text], memory: dict | None = None) -> None:
+        self.lines, self.memory = lines, memory
+        self.refresh()
+
+    def render(self):
+        width = max(20, self.size.width - 2)
+        lines = [line.copy() for line in self.lines[:3]]
+        if self.memory is not None and len(lines) >= 2:
+            # the bar takes what the figures leave of the second line
+            rest = width - lines[1].cell_len - 3
+            if rest >= 8:
+                lines[1] = Text.assemble(memory_bar(self.memory, rest), " ", lines[1])
+        for line in lines:
+            line.truncate(width, overflow="ellipsis")
+        return Text("\n").join(lines)
+
+
+ALT_DIGITS = ("inverted_exclamation_mark", "trade_mark_sign", "pound_sign", "cent_sign", "infinity")
+"""alt+1 .. alt+5 as Textual reads them (ESC+digit becomes the macOS option characters ¡™£¢∞), and what tmux sends
+for Esc followed quickly by a digit."""
+
+
+class FieldInput(Input):
+    """A text field that leaves alt+1..5 to the app (they switch tabs) instead of typing ¡™£¢∞."""
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return key not in ALT_DIGITS and super().check_consume_key(key, character)
+
+
+class FieldRow(Vertical):
+    """One field: its label, its editor, the plan's value for it when unpinned, and the core's message when the
+    value is wrong."""
+
+    DEFAULT_CSS = """
+    FieldRow { height: auto; }
+    FieldRow > Horizontal { height: 1; }
+    FieldRow .name { width: 18; color: $text-muted; }
+    FieldRow Input, FieldRow Select { width: 1fr; }
+    FieldRow .plan { width: 13; padding-left: 1; color: $text-muted; }
+    FieldRow .problem { display: none; height: auto; padding-left: 18; color: $text-error; }
+    FieldRow.-invalid .problem { display: block; }
+    FieldRow.-invalid .name { color: $text-error; }
+    """
+
+    def __init__(self, spec: FieldSpec, editor) -> None:
+        super().__init__(id=f"row-{spec.name}")
+        self.spec, self.editor = spec, editor
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            yield Label(self.spec.label, classes="name")
+            yield self.editor
+            yield Static("", classes="plan")
+        yield Static("", classes="problem")
+
+    def set_problem(self, problem: AdvisorError | None) -> None:
+        self.set_class(problem is not None, "-invalid")
+        text = Text("")
+        if problem is not None:
+            text = Text(f"error: {problem.message}")
+            if problem.hint:
+                text.append(f"\nhint: {problem.hint}", style="dim")
+        self.query_one(".problem", Static).update(text)
+
+    def set_plan(self, text: str) -> None:
+        self.query_one(".plan", Static).update(text)
+
+
+def make_editor(spec: FieldSpec, value, gpu_choices: tuple[tuple[str, object], ...] = ()):
+    """The widget that edits a field: a compact Input for typed values, a compact Select for choices."""
+    ident = f"f-{spec.name}"
+    if spec.kind in ("choice", "switch", "flag", "bool"):
+        options = list(gpu_choices if spec.name == "gpu" else spec.choices)
+        shown = to_choice(spec, value)
+        if shown not in [v for _, v in options]:
+            options.append((str(shown), shown))  # a value from the command line the list lacks: the core says why
+        return Select(options, value=shown, allow_blank=False, compact=True, id=ident, name=spec.name,
+                      classes="field")
+    suggester = None
+    if spec.kind == "model":
+        suggester = SuggestFromList(model_names(), case_sensitive=False)
+    elif spec.name == "attn":
+        suggester = SuggestFromList(R.ATTN_BUILTIN, case_sensitive=False)
+    return FieldInput("" if value is None else str(value), placeholder=spec.placeholder, compact=True, id=ident,
+                      name=spec.name, classes="field", suggester=suggester, select_on_focus=False)
+
+
+def model_names() -> list[str]:
+    """Catalogue ids, hub ids and sizes, for completion as the model is typed."""
+    from advisor.catalog import all_models
+
+    models = all_models()
+    sizes = sorted({m.size for m in models if m.size})
+    return [m.id for m in models] + [m.hf_id for m in models] + sizes
+
+
+def gpu_choices() -> tuple[tuple[str, str], ...]:
+    from advisor.catalog import all_gpus
+
+    return tuple((f"{g.id}  ({g.memory_gib:.0f} GiB)", g.id) for g in all_gpus())
+
+
+def _cell_len(cell) -> int:
+    return cell.cell_len if isinstance(cell, Text) else len(str(cell))
+
+
+def fill_table(table: DataTable, headers: tuple[str, ...], rows: list[tuple[str, tuple]], width: int,
+               caps: tuple[int | None, ...]) -> None:
+    """Replace a table's columns and rows, fitted to `width` cells: each column as wide as its longest cell up to
+    its cap, the uncapped one takes what is left; long cells wrap (the row grows) instead of being cut."""
+    keep = table.cursor_row
+    table.clear(columns=True)
+    natural = [max([len(h)] + [_cell_len(cells[i]) for _, cells in rows]) for i, h in enumerate(headers)]
+    widths = [min(n, cap) if cap else None for n, cap in zip(natural, caps, strict=True)]
+    spare = width - sum(w + 2 for w in widths if w is not None) - 2
+    widths = [w if w is not None else max(12, min(natural[i], spare)) for i, w in enumerate(widths)]
+    for header, w in zip(headers, widths, strict=True):
+        table.add_column(header, width=w)
+    for key, cells in rows:
+        table.add_row(*cells, key=key, height=None)
+    if rows:
+        table.move_cursor(row=min(max(keep, 0), len(rows) - 1))
+
+
+LEXERS = {".py": "python", ".yaml": "yaml", ".json": "json", ".sh": "bash", ".sbatch": "bash", ".md": "markdown"}
+
+
+def hardware_text(report) -> Text:
+    """`trl-advisor probe` as it prints this report (hw_probe.render_text), links coloured by speed."""
+    from hw_probe import render_text
+
+    text = Text(render_text(report), no_wrap=True)  # a table: scrolled sideways on a narrow screen, not folded
+    text.highlight_regex(r"\bNV\d+\b", "bold green")
+    text.highlight_regex(r"\b(PIX|PXB)\b", "yellow")
+    text.highlight_regex(r"\b(PHB|SYS)\b", "bold red")
+    text.highlight_regex(r"^[A-Z][A-Za-z]+:", "bold")
+    text.highlight_regex(r"not supported between[^\n]*|not installed:[^\n]*|none found[^\n]*", "red")
+    return text
+
+
+def catalogue_gpu_text(target) -> Text:
+    """A catalogue target: the GPU's row (trl-advisor gpus) and the target the plan was made for."""
+    g = target.gpu
+    text = Text.assemble(("GPU  ", "bold"), f"{g.id}: {g.name}\n",
+                         f"     {g.memory_gib:.0f} GiB, bf16 {g.bf16_tflops or 0:g} TFLOP/s, fp8 {g.fp8_tflops or 0:g}, "
+                         f"HBM {g.mem_bw_gbps:g} GB/s, NVLink {g.nvlink_gbps or 0:g} GB/s, cc {g.compute_capability}\n",
+                         f"     source {g.source}\n", ("Target  ", "bold"), target.describe(), "\n",
+                         ("Host  ", "bold"), "not known for a catalogue GPU: host RAM, the locked-memory limit and "
+                         "library versions are those the bundle pins (plan with a probe --json file to check them)")
+    return text
+
+
+# ============================================================================================ modal screens
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys, and how the wizard relates to the command line."""
+
+    BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90%; max-width: 96; height: 90%; border: round $accent; padding: 0 1;
+                                  background: $surface; }
+    """
+
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        from rich.console import Group
+        from rich.table import Table
+
+        text = Text()
+        text.append("trl-advisor wizard\n", style="bold")
+        text.append("Fields left at auto are searched by the planner (or set to TRL's default); the value the plan "
+                    "gives them is shown beside the field. Every figure comes from the same functions as "
+                    "`trl-advisor generate`: the command line under every tab gives the same plan and files.\n\n")
+        table = Table(box=None, show_header=False, pad_edge=False, expand=True)
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(ratio=1)
+        for key, what in self.keys:
+            table.add_row(key, what)
+        with VerticalScroll():
+            yield Static(Group(text, table))
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question before anything is replaced; it decides nothing itself."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Static { width: 70; height: auto; border: round $warning; padding: 1 2; background: $surface; }
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text.assemble(self.question, "\n\n", ("y", "bold"), " yes   ", ("n", "bold"), " no"))
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class TextScreen(ModalScreen[None]):
+    """A long text (a rule's documentation) to read and close."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    TextScreen { align: center middle; }
+    TextScreen > VerticalScroll { width: 90%; max-width: 104; height: 90%; border: round $accent; padding: 0 1;
+                                  background: $surface; }
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text(self.text))
+
+
+class ModelPicker(ModalScreen[str | None]):
+    """The model catalogue, filtered as you type (id, hub id or size); Enter picks."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("down", "down", show=False),
+                Binding("up", "up", show=False)]
+    DEFAULT_CSS = """
+    ModelPicker { align: center middle; }
+    ModelPicker > Vertical { width: 90%; max-width: 90; height: 80%; border: round $accent; background: $surface; }
+    ModelPicker OptionList { height: 1fr; border: none; }
+    """
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Input(self.text, placeholder="filter: id, hub id or size", id="filter", compact=True)
+            yield OptionList(id="models")
+
+    def on_mount(self) -> None:
+        self._fill(self.text)
+        self.query_one("#filter", Input).focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    def _fill(self, text: str) -> None:
+        from advisor.catalog import all_models
+
+        words = text.casefold().split()
+        options = []
+        for m in all_models():
+            haystack = f"{m.id} {m.hf_id} {m.size or ''} {m.model_type}".casefold()
+            if all(w in haystack for w in words):
+                options.append(Option(f"{m.id:<30} {m.params / 1e9:7.2f}B  {m.hf_id}", id=m.id))
+        listing = self.query_one("#models", OptionList)
+        listing.set_options(options)
+        if options:
+            listing.highlighted = 0
+
+    def action_down(self) -> None:
+        self.query_one("#models", OptionList).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one("#models", OptionList).action_cursor_up()
+
+    @on(Input.Submitted, "#filter")
+    def _submit(self) -> None:
+        listing = self.query_one("#models", OptionList)
+        if listing.highlighted is not None and listing.option_count:
+            self.dismiss(listing.get_option_at_index(listing.highlighted).id)
+
+    @on(OptionList.OptionSelected, "#models")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+
+# ================================================================================================== the app
+
+KEYS: tuple[tuple[str, str, str, str], ...] = (
+    # (keys, action, footer/palette title, what it does): bindings, the help screen and the palette read this
+    ("1", "show_tab('target')", "Target tab", "the hardware: this machine, a catalogue GPU or a probe --json file"),
+    ("2", "show_tab('training')", "Training tab", "model, trainer, method, lengths, batch and every knob"),
+    ("3", "show_tab('plan')", "Plan tab", "memory, speed, why each knob has its value, the alternatives"),
+    ("4", "show_tab('rules')", "Rules tab", "the rules that fired with their fixes, the compatibility matrix"),
+    ("5", "show_tab('bundle')", "Bundle tab", "the files: preview, write, then the commands to run and verify"),
+    ("p", "pin", "Pin", "Plan tab: pin the highlighted knob to the value the plan gave it"),
+    ("u", "unpin", "Unpin", "Plan tab: give the highlighted knob back to the planner"),
+    ("f", "apply_fix", "Fix", "Rules tab: apply the highlighted rule's automatic fix"),
+    ("e", "explain", "Explain", "Rules tab: the highlighted rule's documentation (trl-advisor explain)"),
+    ("w", "write", "Write", "write the bundle into the folder (asks before replacing a bundle)"),
+    ("v", "verify", "Verify", "run trl-advisor verify on the written bundle, with its progress (GPUs here only)"),
+    ("c", "copy_command", "Copy command", "copy the trl-advisor generate line that reproduces the screen"),
+    ("ctrl+o", "browse_models", "Models", "browse and search the model catalogue"),
+    ("t", "toggle_theme", "Theme", "switch between the dark and the light theme"),
+    ("f1,question_mark", "help", "Help", "the keys"),
+    ("escape", "leave_field", "Leave field", "leave a text field (the number keys then switch tabs; alt+1 to alt+5 "
+                                             "switch them from inside a field)"),
+    ("q", "quit", "Quit", "quit (also ctrl+q)"),
+)
+FOOTER = {"pin", "unpin", "apply_fix", "explain", "write", "verify", "copy_command", "help", "quit"}
+"""The actions the footer lists (where they apply); the others are on the help screen and in the palette."""
+TAB_ACTIONS = {"pin": "plan", "unpin": "plan", "apply_fix": "rules", "explain": "rules", "write": "bundle",
+               "verify": "bundle"}
+TABS = ("target", "training", "plan", "rules", "bundle")
+"""Tab order. A "what to rent" tab (trl-advisor recommend, another issue) belongs after bundle."""
+DEBOUNCE_S = 0.15
+"""Typing pauses shorter than this do not start a plan (one plan takes 15-50 ms: python -m bench.planner_speed)."""
+
+
+class PlanReady(Message):
+    def __init__(self, generation: int, outcome: PlanView | PlanProblem) -> None:
+        super().__init__()
+        self.generation, self.outcome = generation, outcome
+
+
+class Probed(Message):
+    def __init__(self, report) -> None:
+        super().__init__()
+        self.report = report
+
+
+class Written(Message):
+    def __init__(self, out: str, request: Request, files: list[str] | None, error: AdvisorError | None) -> None:
+        super().__init__()
+        self.out, self.request, self.files, self.error = out, request, files, error
+
+
+class VerifyLine(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class Verified(Message):
+    def __init__(self, text: str, passed: bool | None) -> None:
+        super().__init__()
+        self.text, self.passed = text, passed
+
+
+class _Progress(io.TextIOBase):
+    """verify's progress stream: each write becomes a message to the app (thread-safe), shown in the log."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if text:
+            self.app.post_message(VerifyLine(text))
+        return len(text)
+
+
+class WizardApp(App):
+    """The wizard. `request`: the flags the command line gave; `probe`: returns this machine's report (default
+    hw_probe.probe, run once in a worker); `verify`: advisor.verify.verify unless a test passes another."""
+
+    TITLE = "trl-advisor"
+    CSS = """
+    #tabs { height: 1fr; }
+    .field-help { dock: bottom; height: 1; color: $text-muted; }
+    TabPane { padding: 0 1; }
+    .section { text-style: bold; color: $accent; margin-top: 1; }
+    #target-body { height: 1fr; }
+    #target-cols { height: auto; max-width: 72; }
+    .form-column { height: auto; }
+    #hardware { height: 1fr; overflow-x: auto; }
+    #hw-text { width: auto; }
+    #hw-notes { height: auto; margin-top: 1; }
+    #training-cols { height: auto; }
+    #training-cols > .form-column { width: 1fr; padding-right: 2; }
+    #training-cols.-narrow { layout: vertical; }
+    DataTable { height: auto; max-height: 16; }
+    #plan-head, #rules-head { margin-top: 1; }
+    #finding-detail { margin: 1 0; }
+    #bundle-top, #verify-options { height: 1; }
+    #bundle-top Label, #verify-options Label { width: 8; color: $text-muted; }
+    #verify-options { display: none; }
+    #verify-options.-gpus { display: block; }
+    #verify-options Checkbox { width: auto; margin-right: 2; }
+    #out { width: 1fr; }
+    #bundle-body { height: 1fr; }
+    #files { width: 21; height: 1fr; }
+    #preview { width: 1fr; height: 1fr; }
+    #bundle-status { height: auto; max-height: 8; }
+    #verify-log { height: 8; display: none; }
+    #verify-log.-running { display: block; }
+    """
+    BINDINGS = [Binding(keys, action, title, show=action.split("(")[0] in FOOTER) for keys, action, title, _ in KEYS] + [
+        # alt+1..5 switch tabs also while typing in a field (FieldInput leaves them to the app)
+        Binding(key, f"show_tab('{tab}')", show=False, priority=True) for key, tab in zip(ALT_DIGITS, TABS, strict=True)]
+
+    def __init__(self, request: Request | None = None, *, probe: Callable[[], object] | None = None,
+                 verify: Callable | None = None) -> None:
+        super().__init__()
+        req = request or Request(model="")
+        self.values, self.passthrough = values_from(req)
+        self.values["gpu"] = self._catalogue_gpu(req.gpu)
+        self.problems: dict[str, AdvisorError] = {}
+        """Fields whose text the core refuses, name -> its error (no plan runs while any is shown)."""
+        self._probe = probe
+        self._verify = verify
+        self.machine = None
+        """This machine's hw_probe report, once the probe worker answers."""
+        self.outcome: PlanView | PlanProblem | None = None
+        self.generation = 0
+        """Counts changes to the request; a plan answer for an older one is dropped."""
+        self.shown_generation = -1
+        self._debounce = None
+        self._network = False
+        self._files_cache: tuple | None = None
+        self._out_default: str | None = None
+        self.written: str | None = None
+        self.written_request: Request | None = None
+        self.verifying = False
+        self.verify_passed: bool | None = None
+        """The last verify's verdict (None: none ran, or it could not run)."""
+        self._start_tab = "plan" if req.model else "training"
+        self._forms: set[str] = set()
+        self._form_lock = asyncio.Lock()
+        self._quitting = False
+        self.rows: dict[str, FieldRow] = {}
+        """The form's rows by field name, as each form tab is built (the first screen's tab first)."""
+
+    # ---------------------------------------------------------------------------------------------- layout
+
+    @staticmethod
+    def _catalogue_gpu(name: str | None) -> str:
+        from advisor.catalog import resolve_gpu
+        from advisor.resolve import DEFAULT_GPU
+
+        if not name:
+            return DEFAULT_GPU
+        try:
+            return resolve_gpu(name).id
+        except AdvisorError:
+            return name  # kept as typed: the plan shows the core's error and its suggestion
+
+    FORM_COLUMNS = {"target": (("Where",),), "training": (("What to train", "Trainer"),
+                                                          ("How (auto = the planner decides)",))}
+    """The sections of each form tab, column by column."""
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="tabs", initial=self._start_tab):
+            with TabPane("1 Target", id="target"):
+                with Vertical(id="target-body"):
+                    with Horizontal(id="target-cols"):
+                        yield Vertical(classes="form-column")
+                    yield Static("", id="hw-notes")
+                    with VerticalScroll(id="hardware"):
+                        yield Static("", id="hw-text")
+                yield Static("", id="help-target", classes="field-help")
+            with TabPane("2 Training", id="training"):
+                with VerticalScroll(id="training-form"), Horizontal(id="training-cols"):
+                    yield Vertical(classes="form-column")
+                    yield Vertical(classes="form-column")
+                yield Static("", id="help-training", classes="field-help")
+            with TabPane("3 Plan", id="plan"), VerticalScroll(id="plan-body"):
+                yield Static("", id="plan-head")
+                yield MemoryBar(id="membar")
+                yield Label("Why each knob has its value   (p pin · u unpin · enter edit)", classes="section")
+                yield DataTable(id="knobs", cursor_type="row", zebra_stripes=True)
+                yield Label("Alternatives and why they lost", classes="section")
+                yield DataTable(id="alts", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="plan-command", classes="section")
+            with TabPane("4 Rules", id="rules"), VerticalScroll(id="rules-body"):
+                yield Static("", id="rules-head")
+                yield DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="finding-detail")
+                yield Label("Compatibility of this plan's features (trl-advisor rules --matrix)", classes="section")
+                yield DataTable(id="matrix", cursor_type="row", zebra_stripes=True)
+            with TabPane("5 Bundle", id="bundle"), Vertical():
+                with Horizontal(id="bundle-top"):
+                    yield Label("Folder")
+                    yield FieldInput("", id="out", compact=True, placeholder="generated/<name>")
+                with Horizontal(id="verify-options"):  # shown where there are GPUs to verify on
+                    yield Label("Verify")
+                    yield Checkbox("random init", id="random-init", compact=True,
+                                   tooltip="random weights from the recorded architecture: no model download")
+                    yield Checkbox("synthetic data", id="synthetic-data", compact=True,
+                                   tooltip="generated tokens and a local tokenizer: no dataset download")
+                with Horizontal(id="bundle-body"):
+                    yield OptionList(id="files")
+                    with VerticalScroll(id="preview"):
+                        yield Static("", id="preview-text")
+                yield Static("", id="bundle-status")
+                yield Log(id="verify-log")
+            # A "what to rent" tab (trl-advisor recommend) belongs here: TabPane("6 Rent", id="rent"), its name in
+            # TABS and its key in KEYS; the plan strip and the palette need nothing more.
+        yield PlanStrip(id="strip")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self.theme = "textual-dark"
+        self._narrow(self.size.width)
+        if self.values.get("target_mode") == "machine":
+            self._probe_machine()  # the plan needs it; for a GPU or a file it waits until the first plan is shown
+        await self._ensure_form(self._start_tab)
+        self._focus_tab(self._start_tab)
+        # the first screen first, then the first plan, then the forms of the other tabs (or after a while, should
+        # the plan wait for a slow probe)
+        self.call_after_refresh(self.request_changed, immediate=True)
+        self.set_timer(3.0, self._ensure_forms)
+
+    async def _ensure_forms(self) -> None:
+        for tab in self.FORM_COLUMNS:
+            await self._ensure_form(tab)
+
+    async def _ensure_form(self, tab: str) -> None:
+        # one form at a time, and none once quitting: a Select mounted while the app closes fails its own mount
+        async with self._form_lock:
+            if tab in self.FORM_COLUMNS and tab not in self._forms and not self._quitting:
+                self._forms.add(tab)
+                await self._mount_form(tab)
+
+    async def _mount_form(self, tab: str) -> None:
+        """Build a form tab's rows with the current values, problems and plan values. The two forms hold most of the
+        app's widgets: building them before the first screen made it appear about twice as late
+        (python -m bench.wizard_speed), so only the first screen's own form is built before it."""
+        gpus = gpu_choices() if tab == "target" else ()
+        columns = self.query_one(f"#{tab}-cols").query(".form-column")
+        for column, sections in zip(columns, self.FORM_COLUMNS[tab], strict=True):
+            widgets = []
+            for section in sections:
+                widgets.append(Label(section, classes="section", id=f"sec-{section.split()[0].lower()}"))
+                for spec in (s for s in FIELDS if s.section == section):
+                    row = FieldRow(spec, make_editor(spec, self.values.get(spec.name), gpus))
+                    self.rows[spec.name] = row
+                    widgets.append(row)
+            await column.mount_all(widgets)
+        for name in (n for n in self.rows if SPECS[n].tab == tab and n in self.problems):
+            self.rows[name].set_problem(self.problems[name])
+        self._refresh_rows()
+        if self.outcome is not None:
+            self._show_field_plan_values()
+            self._show_outcome_problem_field()
+
+    def on_resize(self, event) -> None:
+        self._narrow(event.size.width)
+        if self.outcome is not None:
+            self._show_plan_tab()
+            self._show_rules_tab()
+
+    def _table_width(self) -> int:
+        return max(40, self.size.width - 8)  # the tab's padding, the page's and the table's scroll bars
+
+    def _narrow(self, width: int) -> None:
+        self.query_one("#training-cols").set_class(width < 100, "-narrow")
+
+    # ------------------------------------------------------------------------------------ the request and form
+
+    @property
+    def request(self) -> Request:
+        return request_from(self.values, self.passthrough)
+
+    def _refresh_rows(self) -> None:
+        """Show the fields that apply to the current values; sections with no field shown are hidden too."""
+        for name, row in self.rows.items():
+            row.display = SPECS[name].shown(self.values)
+        for label in self.query("#sec-trainer"):
+            label.display = any(s.shown(self.values) for s in FIELDS if s.section == "Trainer")
+
+    def _open_problems(self) -> dict[str, AdvisorError]:
+        return {n: p for n, p in self.problems.items() if SPECS[n].shown(self.values)}
+
+    def set_field(self, name: str, value) -> None:
+        """Change a field from the app (a pin, a fix, a picked model): the value, its widget, the plan."""
+        spec = SPECS[name]
+        self.values[name] = value
+        self.problems.pop(name, None)
+        row = self.rows.get(name)
+        if row is not None:  # a form not built yet shows the value when it is
+            row.set_problem(None)
+            if isinstance(row.editor, Select):
+                row.editor.value = to_choice(spec, value)
+            else:
+                row.editor.value = "" if value is None else str(value)
+        self._refresh_rows()
+        self.request_changed()
+
+    @on(Input.Changed, ".field")
+    def _typed(self, event: Input.Changed) -> None:
+        spec = SPECS[event.input.name]
+        try:
+            value = parse_text(spec, event.value)
+            problem = field_problem(spec, value)
+        except AdvisorError as exc:
+            value, problem = self.values.get(spec.name), exc
+        had = spec.name in self.problems
+        self.rows[spec.name].set_problem(problem)
+        if problem is not None:
+            self.problems[spec.name] = problem
+        else:
+            self.problems.pop(spec.name, None)
+        if problem is None and value == self.values.get(spec.name) and not had:
+            return  # the app set this value itself (set_field)
+        if problem is None:
+            self.values[spec.name] = value
+        self._refresh_rows()
+        self.request_changed()
+
+    @on(Input.Submitted, ".field")
+    def _submitted(self, event: Input.Submitted) -> None:
+        # Enter in the model field may look a hub id up online; typing never does
+        self.request_changed(immediate=True, network=SPECS[event.input.name].kind == "model")
+
+    @on(Select.Changed, ".field")
+    def _chosen(self, event: Select.Changed) -> None:
+        spec = SPECS[event.select.name]
+        value = from_choice(event.value)
+        if value == self.values.get(spec.name):
+            return
+        self.values[spec.name] = value
+        self._refresh_rows()
+        if spec.name == "target_mode":
+            self._show_hardware()
+        self.request_changed()
+
+    def on_descendant_focus(self, event) -> None:
+        """Under the form: the focused field's flag (what to type on the command line) and what it means."""
+        spec = SPECS.get(getattr(event.widget, "name", None) or "")
+        if spec is None:
+            return
+        flag_text = "" if spec.name == "target_mode" else (spec.flag + (" FILE" if spec.kind == "path" else ""))
+        line = Text.assemble((flag_text, "bold"), ("  " if flag_text else ""), spec.help or spec.label.lower())
+        self.query_one(f"#help-{spec.tab}", Static).update(line)
+
+    # ------------------------------------------------------------------------------------------- planning
+
+    def request_changed(self, *, immediate: bool = False, network: bool = False) -> None:
+        """Plan again after a short pause; an answer for an older request is dropped when it comes."""
+        self.generation += 1
+        self._network = self._network or network
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(0.001 if immediate else DEBOUNCE_S, self._start_plan)
+
+    @property
+    def settled(self) -> bool:
+        """No change is waiting to be planned, the plan on screen is for the current request, and every form tab
+        is built."""
+        return (self._debounce is None and self.shown_generation == self.generation
+                and len(self._forms) == len(self.FORM_COLUMNS))
+
+    def _start_plan(self) -> None:
+        self._debounce = None
+        generation = self.generation
+        problems = self._open_problems()
+        if problems:
+            name, problem = next(iter(problems.items()))
+            self._show_strip_problem(problem.message, problem.hint, f"fix {SPECS[name].flag} in the "
+                                     f"{SPECS[name].tab} tab")
+            self.shown_generation = generation
+            return
+        if self.values.get("target_mode") == "machine" and self.machine is None:
+            self.query_one(PlanStrip).show([Text("probing this machine…", style="dim")])
+            return  # the probe's answer plans again
+        self._plan(self.request, generation, self._network)
+        self._network = False
+
+    @work(thread=True, exclusive=True, group="plan")
+    def _plan(self, req: Request, generation: int, network: bool) -> None:
+        self.post_message(PlanReady(generation, compute_outcome(req, probe=self._machine_report,
+                                                                allow_network=network)))
+
+    def _machine_report(self):
+        return self.machine
+
+    @property
+    def _probing(self) -> bool:
+        return any(w.group == "probe" for w in self.workers)
+
+    @work(thread=True, group="probe")
+    def _probe_machine(self) -> None:
+        if self._probe is None:
+            import hw_probe
+
+            report = hw_probe.probe()
+        else:
+            report = self._probe()
+        self.post_message(Probed(report))
+
+    def on_probed(self, message: Probed) -> None:
+        self.machine = message.report
+        self.query_one("#verify-options").set_class(self._gpus_here(), "-gpus")
+        self._show_hardware()
+        self.refresh_bindings()
+        if self.values.get("target_mode") == "machine":
+            self.request_changed(immediate=True)
+
+    def on_plan_ready(self, message: PlanReady) -> None:
+        if message.generation != self.generation:
+            return  # a newer request is being planned
+        first = self.outcome is None
+        self.shown_generation = message.generation
+        self.outcome = message.outcome
+        self._files_cache = None
+        self._show_outcome()
+        if first:
+            self.call_after_refresh(self._after_first_plan)
+
+    async def _after_first_plan(self) -> None:
+        if self.machine is None and not self._probing:
+            self._probe_machine()  # this machine's GPUs (the Target tab, whether verify can run here)
+        await self._ensure_forms()
+
+    # ------------------------------------------------------------------------------------------- showing
+
+    def _show_strip_problem(self, message: str, hint: str | None, where: str = "") -> None:
+        first = Text.assemble(("✗ ", "bold red"), (message, "red"))
+        second = Text.assemble(("fix: ", "bold"), hint or "", (f"   ({where})" if where else "", "dim"))
+        self.query_one(PlanStrip).show([first, second, Text("$ " + command_line(self.request), style="dim")])
+
+    def _show_outcome(self) -> None:
+        o = self.outcome
+        strip = self.query_one(PlanStrip)
+        self._show_outcome_problem_field()
+        if isinstance(o, PlanProblem):
+            where = {"rule": "press 4 for the rules, f applies a fix", "nofit": "the smallest change that makes one"}
+            if o.about in SPECS:
+                where[o.kind] = f"{SPECS[o.about].flag}, {SPECS[o.about].tab} tab"
+            self._show_strip_problem(o.message, o.hint, where.get(o.kind, ""))
+        else:
+            plan = o.decision.chosen.plan
+            first = Text.assemble(("✓ ", "bold green"), (f"{o.decision.model.id} {plan.trainer.upper()}", "bold"),
+                                  f" on {o.decision.target.describe()}: {plan.short()}")
+            m = o.result["memory"]
+            second = Text(f"{gib(m['per_gpu_peak_bytes'])} of {gib(m['gpu_capacity_bytes'])} GiB · "
+                          f"{speed_text(o.result['speed'])}")
+            strip.show([first, second, Text("$ " + o.command, style="dim")], memory=m)
+        self._show_plan_tab()
+        self._show_rules_tab()
+        self._show_field_plan_values()
+        self._show_hardware()
+        self._show_bundle_tab()
+        self.refresh_bindings()
+
+    def _show_outcome_problem_field(self) -> None:
+        """The core's refusal under the field it is about (an unknown model, an unreadable hardware file)."""
+        o = self.outcome
+        for name, row in self.rows.items():
+            if name in self.problems:
+                continue
+            about = isinstance(o, PlanProblem) and o.about == name
+            row.set_problem(AdvisorError(o.message, hint=o.hint) if about else None)
+
+    def _show_field_plan_values(self) -> None:
+        """Beside each field left to the planner: the value the plan gave it (or TRL's default)."""
+        o = self.outcome
+        plan = o.decision.chosen.plan if isinstance(o, PlanView) else None
+        for name, row in self.rows.items():
+            text = ""
+            if plan is not None and self.values.get(name) is None:
+                knob = knob_of_field().get(name)
+                if knob is not None:
+                    value = getattr(plan, knob)
+                    text = "→ " + ("on" if value is True else "off" if value is False else str(value))
+            row.set_plan(text)
+
+    def _show_plan_tab(self) -> None:
+        o = self.outcome
+        head = self.query_one("#plan-head", Static)
+        knobs, alts = self.query_one("#knobs", DataTable), self.query_one("#alts", DataTable)
+        width = self._table_width()
+        self.query_one("#plan-command", Static).update(Text("$ " + o.command))
+        if isinstance(o, PlanProblem):
+            head.update(Text.assemble(("no plan\n", "bold red"), (o.message, "red"), "\n",
+                                      ("fix: ", "bold"), o.hint or ""))
+            self.query_one(MemoryBar).show(None)
+            fill_table(knobs, ("", "knob", "value", "why"), [], width, (1, 18, 14, None))
+            fill_table(alts, ("plan", "tokens/s", "peak GiB", "why not"), [], width, (40, 9, 8, None))
+            return
+        text = Text("\n".join(o.summary))
+        text.highlight_regex(r"^\S+", "bold")
+        for note in o.notes:
+            text.append(f"\nnote: {note}", style="yellow")
+        head.update(text)
+        self.query_one(MemoryBar).show(o.result["memory"])
+        plan, pinned = o.decision.chosen.plan, o.request.pinned()
+        rows = []
+        for knob, why in o.why.items():
+            value = getattr(plan, knob)
+            shown = "on" if value is True else "off" if value is False else str(value)
+            style = "dim" if why.startswith("unused") else ""
+            marker = "●" if field_of_knob().get(knob) in pinned else " "  # a blank cell still takes a line
+            rows.append((knob, (Text(marker, style="bold yellow"), Text(knob, style=style), Text(shown, style=style),
+                                Text(why, style=style))))
+        fill_table(knobs, ("", "knob", "value", "why"), rows, width, (1, 18, 14, None))
+        rows = []
+        for i, a in enumerate(o.decision.alternatives):
+            peak = a.memory.per_gpu_peak_bytes if a.memory is not None else None
+            rows.append((str(i), (Text(a.plan.short()), f"{a.tokens_per_second:,.0f}",
+                                  gib(peak) if peak is not None else "-", Text(a.rejected_because))))
+        fill_table(alts, ("plan", "tokens/s", "peak GiB", "why not"), rows, width, (40, 9, 8, None))
+
+    def _shown_findings(self) -> list[dict]:
+        o = self.outcome
+        return list(o.findings) if o is not None else []
+
+    def _show_rules_tab(self) -> None:
+        o = self.outcome
+        table = self.query_one("#findings", DataTable)
+        findings = self._shown_findings()
+        if isinstance(o, PlanProblem):
+            head = Text.assemble((f"{len(findings)} findings", "bold"), " of `trl-advisor check` with these flags "
+                                 "(no plan could be made: ", (o.message, "red"), ")")
+        else:
+            head = Text.assemble((f"{len(findings)} findings", "bold"), " on the chosen plan, as "
+                                 "`trl-advisor generate` reports them")
+        self.query_one("#rules-head", Static).update(head)
+        colours = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+        rows = []
+        for i, f in enumerate(findings):
+            fix = " ".join(f"{flag(k)} {v}" for k, v in fix_changes(f.get("auto_fix") or {}).items())
+            severity = f["severity"] if f.get("status", "fail") == "fail" else "unknown"
+            rows.append((str(i), (Text(severity, style=colours.get(severity, "")), f["id"], Text(f["message"]),
+                                  Text(fix))))
+        width = self._table_width()
+        fill_table(table, ("severity", "rule", "message", "auto-fix"), rows, width, (8, 7, None, 24))
+        self._show_finding_detail()
+        rows = []
+        if isinstance(o, PlanView):
+            for i, (both, r) in enumerate(matrix_rows(o.features)):
+                rows.append((str(i), ("●" if both else " ", r["a"], r["b"], r["verdict"], r["rule"], Text(r["reason"]))))
+        fill_table(self.query_one("#matrix", DataTable), ("", "feature", "with", "verdict", "rule", "reason"), rows,
+                   width, (1, 12, 12, 12, 7, None))
+
+    def _highlighted_finding(self) -> dict | None:
+        findings = self._shown_findings()
+        table = self.query_one("#findings", DataTable)
+        if not findings:
+            return None
+        row = table.cursor_row if 0 <= table.cursor_row < len(findings) else 0
+        return findings[row]
+
+    @on(DataTable.RowHighlighted, "#findings")
+    def _show_finding_detail(self, _event=None) -> None:
+        f = self._highlighted_finding()
+        detail = self.query_one("#finding-detail", Static)
+        if f is None:
+            detail.update(Text("no rule fired" if isinstance(self.outcome, PlanView) else ""))
+            return
+        text = Text.assemble((f"{f['id']} {f.get('name', '')}", "bold"), f" [{f['severity']}]: {f['message']}")
+        if f.get("fix"):
+            text.append("\nfix: ", style="bold").append(f["fix"])
+        if f.get("auto_fix"):
+            changes = " ".join(f"{flag(k)} {v}" for k, v in fix_changes(f["auto_fix"]).items())
+            text.append("\nf applies: ", style="bold green").append(changes)
+        text.append(f"\ne: trl-advisor explain {f['id']}", style="dim")
+        detail.update(text)
+
+    def _show_hardware(self) -> None:
+        o, mode = self.outcome, self.values.get("target_mode")
+        box = self.query_one("#hw-text", Static)
+        self.query_one("#hw-notes", Static).update("")
+        if mode == "catalog":
+            if isinstance(o, PlanView) and o.decision.target.origin == "catalog":
+                box.update(catalogue_gpu_text(o.decision.target))
+            else:
+                box.update(Text("the GPU's row appears with the plan", style="dim"))
+            return
+        report = o.report if (mode == "file" and o is not None and o.request.hardware) else self.machine
+        if mode == "file" and (o is None or not o.request.hardware or o.report is None):
+            box.update(Text("choose a `trl-advisor probe --json` file", style="dim"))
+            return
+        if report is None:
+            box.update(Text("probing this machine…", style="dim"))
+            return
+        text = Text.assemble(("This machine\n" if mode == "machine" else f"{o.request.hardware}\n", "bold underline"))
+        text.append_text(hardware_text(report))
+        box.update(text)
+        notes = o.notes if isinstance(o, PlanView) else []
+        self.query_one("#hw-notes", Static).update(Text("\n".join(f"note: {n}" for n in notes), style="yellow"))
+
+    # ------------------------------------------------------------------------------------------- the bundle
+
+    def _out_dir(self) -> str:
+        return self.query_one("#out", Input).value.strip()
+
+    def _show_bundle_tab(self) -> None:
+        from advisor.bundle.render import default_out_dir
+
+        o = self.outcome
+        out = self.query_one("#out", Input)
+        if isinstance(o, PlanView):
+            default = default_out_dir(o.decision.chosen.plan, o.decision.model)
+            if not out.value or out.value == self._out_default:
+                out.value = default  # follows the plan until the user types a folder of their own
+            self._out_default = default
+        if self.query_one("#tabs", TabbedContent).active == "bundle":
+            self._show_files()
+
+    def bundle_files(self) -> dict[str, str]:
+        """The files `trl-advisor generate --out FOLDER` would write for the plan on screen (render_bundle with the
+        same arguments generate passes), name -> text; empty when there is no plan."""
+        from advisor.bundle.render import default_out_dir, render_bundle
+
+        o = self.outcome
+        if not isinstance(o, PlanView):
+            return {}
+        out = self._out_dir() or default_out_dir(o.decision.chosen.plan, o.decision.model)
+        key = (id(o), out)
+        if self._files_cache is None or self._files_cache[0] != key:
+            try:
+                files = render_bundle(o.decision.chosen.plan, o.decision.model, o.decision.target,
+                                      {**o.result, "out": out}, o.request)
+            except AdvisorError as exc:
+                files = {"(not written)": f"error: {exc.message}\nhint: {exc.hint or ''}\n"}
+            self._files_cache = (key, files)
+        return self._files_cache[1]
+
+    def _show_files(self) -> None:
+        listing = self.query_one("#files", OptionList)
+        files = self.bundle_files()
+        keep = listing.highlighted if listing.highlighted is not None else 0
+        listing.set_options([Option(name, id=name) for name in files])
+        if files:
+            listing.highlighted = min(keep, len(files) - 1)
+            self._preview(list(files)[listing.highlighted])
+        else:
+            self.query_one("#preview-text", Static).update(Text("no plan: nothing to write", style="dim"))
+        self._show_bundle_status()
+
+    @on(OptionList.OptionHighlighted, "#files")
+    def _file_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._preview(event.option.id)
+
+    def _preview(self, name: str) -> None:
+        from rich.syntax import Syntax
+
+        text = self.bundle_files().get(name, "")
+        lexer = LEXERS.get(Path(name).suffix, "text")
+        theme = "monokai" if self.current_theme.dark else "friendly"
+        self.query_one("#preview-text", Static).update(
+            Syntax(text, lexer, theme=theme, line_numbers=True, word_wrap=False, background_color="default"))
+
+    @on(Input.Changed, "#out")
+    def _folder_typed(self) -> None:
+        if self.query_one("#tabs", TabbedContent).active == "bundle":
+            self._show_files()
+
+    def _show_bundle_status(self, extra: Text | None = None) -> None:
+        import shlex
+
+        status = Text()
+        out = self._out_dir()
+        if self.written:
+            q = shlex.quote(self.written)
+            launch, check = f"bash {q}/launch.sh", f"trl-advisor verify {q}"
+            width = max(len(launch), len(check)) + 3
+            status.append(f"wrote {self.written}/", style="bold green")
+            if isinstance(self.outcome, PlanView) and self.outcome.request != self.written_request:
+                status.append("  (for an earlier request: w writes the one on screen)", style="yellow")
+            status.append("\n  ").append(launch.ljust(width), style="bold").append("train\n", style="dim")
+            status.append("  ").append(check.ljust(width), style="bold").append(
+                "a short run, measured against the prediction" + (" (v: here)" if self._gpus_here() else ""),
+                style="dim")
+        elif isinstance(self.outcome, PlanView):
+            status.append("w writes ", style="dim").append(f"{len(self.bundle_files())} files", style="bold")
+            status.append(f" into {out}/" + (" (the folder exists: asks before replacing it)" if Path(out).exists()
+                                            else ""), style="dim")
+        if extra is not None:
+            status.append("\n").append_text(extra)
+        self.query_one("#bundle-status", Static).update(status)
+
+    def _gpus_here(self) -> bool:
+        return bool(self.machine is not None and self.machine.gpus)
+
+    def action_write(self) -> None:
+        from advisor.bundle.render import default_out_dir
+
+        o = self.outcome
+        if not isinstance(o, PlanView) or not self.settled:
+            self.notify("no plan to write yet" if self.settled else "planning: try again in a moment",
+                        severity="warning")
+            return
+        out = self._out_dir() or default_out_dir(o.decision.chosen.plan, o.decision.model)
+        path = Path(out)
+        if path.is_dir() and not path.is_symlink() and any(path.iterdir()):
+            from advisor.bundle.write import is_bundle_folder
+
+            if is_bundle_folder(path):
+                def answer(yes: bool | None) -> None:
+                    if yes:
+                        self._write(o.request, out, True)
+
+                self.push_screen(ConfirmScreen(f"{out} already holds a trl-advisor bundle. Replace it with this "
+                                               "one? (Files trl-advisor did not write are never replaced.)"), answer)
+                return
+        self._write(o.request, out, False)  # the core refuses anything it may not write, and says why
+
+    @work(thread=True, group="write")
+    def _write(self, req: Request, out: str, force: bool) -> None:
+        from advisor.bundle.generate import generate
+
+        try:
+            outcome = generate(req, out=out, force=force, probe=self._machine_report)
+        except AdvisorError as exc:
+            self.post_message(Written(out, req, None, exc))
+        else:
+            self.post_message(Written(out, req, outcome.files, None))
+
+    def on_written(self, message: Written) -> None:
+        if message.error is not None:
+            self.written = None
+            self._show_bundle_status(Text.assemble(("error: ", "bold red"), message.error.message, "\n",
+                                                   ("hint: ", "bold"), message.error.hint or ""))
+            self.notify(message.error.message, severity="error")
+            return
+        self.written, self.written_request = message.out, message.request
+        self._show_bundle_status()
+        self.notify(f"wrote {len(message.files or [])} files into {message.out}/")
+        self.refresh_bindings()
+
+    def action_verify(self) -> None:
+        if not (self.written and self._gpus_here()) or self.verifying:
+            self.notify("verify runs here once a bundle is written on a machine with GPUs"
+                        if not self.verifying else "verify is running", severity="warning")
+            return
+        self.verifying = True
+        log = self.query_one("#verify-log", Log)
+        log.clear()
+        log.add_class("-running")
+        self._run_verify(self.written, self.query_one("#random-init", Checkbox).value,
+                         self.query_one("#synthetic-data", Checkbox).value)
+
+    @work(thread=True, group="verify")
+    def _run_verify(self, out: str, random_init: bool, synthetic_data: bool) -> None:
+        run = self._verify
+        if run is None:
+            from advisor.verify import verify as run
+        try:
+            # verify's own default number of steps, as `trl-advisor verify DIR` runs it
+            outcome = run(out, random_init=random_init, synthetic_data=synthetic_data, progress=_Progress(self))
+        except AdvisorError as exc:
+            self.post_message(Verified(f"error: {exc.message}\nhint: {exc.hint or ''}", None))
+        else:
+            self.post_message(Verified(outcome.render(), outcome.passed))
+
+    def on_verify_line(self, message: VerifyLine) -> None:
+        self.query_one("#verify-log", Log).write(message.text)
+
+    def on_verified(self, message: Verified) -> None:
+        self.verifying = False
+        self.verify_passed = message.passed
+        style = "bold green" if message.passed else "bold red"
+        verdict = {True: "verify passed", False: "verify failed", None: "verify could not run"}[message.passed]
+        self._show_bundle_status(Text.assemble((verdict + "\n", style), message.text))
+        self.notify(verdict, severity="information" if message.passed else "error")
+
+    # ------------------------------------------------------------------------------------------- actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Tab actions exist only on their tab (hidden from the footer elsewhere); verify only with GPUs here."""
+        tab = TAB_ACTIONS.get(action)
+        if tab is not None and self.query_one("#tabs", TabbedContent).active != tab:
+            return False
+        if action in ("pin", "unpin") and not isinstance(self.outcome, PlanView):
+            return None
+        if action == "verify" and not self._gpus_here():
+            return False
+        return True
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "bundle":
+            self._show_files()
+        self.refresh_bindings()
+
+    async def action_show_tab(self, tab: str) -> None:
+        await self._ensure_form(tab)
+        self.query_one("#tabs", TabbedContent).active = tab
+        self._focus_tab(tab)
+
+    def _focus_tab(self, tab: str) -> None:
+        """Focus the tab's first control at once: were it left for later, the screen would first move the focus
+        off the hidden pane to whatever comes next, and which one wins would depend on timing."""
+        first = {"target": "#f-target_mode", "training": "#f-model", "plan": "#knobs", "rules": "#findings",
+                 "bundle": "#files"}[tab]
+        for widget in self.query(first):  # none while that form is still being built (a key pressed at once)
+            widget.focus()
+
+    def action_leave_field(self) -> None:
+        self.query_one("#tabs", TabbedContent).query_one("Tabs").focus()
+
+    def _highlighted_knob(self) -> str | None:
+        table = self.query_one("#knobs", DataTable)
+        if not isinstance(self.outcome, PlanView) or table.row_count == 0:
+            return None
+        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+
+    def action_pin(self) -> None:
+        knob = self._highlighted_knob()
+        name = field_of_knob().get(knob) if knob else None
+        if name not in SPECS:
+            self.notify(f"{knob} is not a flag: it follows from the others", severity="warning")
+            return
+        value = getattr(self.outcome.decision.chosen.plan, knob)
+        self.set_field(name, value)
+        self.notify(f"pinned {flag(name)} {value}")
+
+    def action_unpin(self) -> None:
+        knob = self._highlighted_knob()
+        name = field_of_knob().get(knob) if knob else None
+        if name not in SPECS or not any(v == AUTO for _, v in SPECS[name].choices) and SPECS[name].choices:
+            self.notify(f"{knob} always has a value: change it in the form", severity="warning")
+            return
+        self.set_field(name, None)
+
+    @on(DataTable.RowSelected, "#knobs")
+    async def _edit_knob(self, event: DataTable.RowSelected) -> None:
+        name = field_of_knob().get(event.row_key.value)
+        if name not in SPECS:
+            self.notify(f"{event.row_key.value} is not a flag: it follows from the others", severity="warning")
+            return
+        await self._ensure_form(SPECS[name].tab)
+        self.query_one("#tabs", TabbedContent).active = SPECS[name].tab
+        self.rows[name].editor.focus()
+
+    def action_apply_fix(self) -> None:
+        f = self._highlighted_finding()
+        if f is None or not f.get("auto_fix"):
+            fixable = [x for x in self._shown_findings() if x.get("auto_fix")]
+            if not fixable:
+                self.notify("no rule here has an automatic fix", severity="warning")
+                return
+            f = fixable[0]
+        changes = fix_changes(f["auto_fix"])
+        for name, value in changes.items():
+            if name in SPECS:
+                self.set_field(name, value)
+        self.notify(f"{f['id']}: " + " ".join(f"{flag(k)} {v}" for k, v in changes.items()))
+
+    def action_explain(self) -> None:
+        import rules
+
+        f = self._highlighted_finding()
+        if f is not None:
+            self.push_screen(TextScreen(rules.explain(f["id"])))
+
+    def action_copy_command(self) -> None:
+        command = command_line(self.request)
+        self.copy_to_clipboard(command)
+        self.notify(command, title="copied")
+
+    def action_browse_models(self) -> None:
+        def picked(model: str | None) -> None:
+            if model:
+                self.set_field("model", model)
+
+        self.push_screen(ModelPicker(str(self.values.get("model") or "")), picked)
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+        if self.query_one("#tabs", TabbedContent).active == "bundle":
+            self._show_files()
+
+    def action_help(self) -> None:
+        keys = [(k.replace("question_mark", "?").replace(",", " / "), what) for k, _, _, what in KEYS]
+        keys.insert(5, ("enter", "Plan tab: edit the highlighted knob in the form"))
+        keys.append(("ctrl+p", "the command palette: every action by name"))
+        keys.append(("tab", "next field (shift+tab: previous)"))
+        self.push_screen(HelpScreen(keys))
+
+    async def action_quit(self) -> None:
+        if self.verifying:
+            # The run is in its own process group and ends at verify's timeout; quitting now would leave it running
+            self.notify("verify is running: the wizard quits when you ask again after it ends", severity="warning")
+            return
+        self._quitting = True
+        async with self._form_lock:  # a form being built finishes first
+            self.exit(0)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for _keys, action, title, what in KEYS:
+            yield SystemCommand(title, what, lambda a=action: self.run_action(a))
+
+    # ------------------------------------------------------------------------------------------- crashes
+
+    def _fatal_error(self) -> None:
+        # An unexpected error leaves the app; run_app hands the exception to the command line, which prints one
+        # line and writes the traceback to a file (exit 3), as for every other command.
+        self.bell()
+        self._close_messages_no_wait()
+
+
+# ============================================================================================= entry points
+
+
+def make_app(request: Request | None = None, *, probe: Callable[[], object] | None = None,
+             verify: Callable | None = None) -> WizardApp:
+    return WizardApp(request, probe=probe, verify=verify)
+
+
+def run_app(app: WizardApp, **run_options) -> int:
+    """Run the app; an unexpected error inside it is raised here, for the command line's exit 3."""
+    from textual.worker import WorkerFailed
+
+    app.run(**run_options)
+    error = getattr(app, "_exception", None)
+    if error is not None:
+        raise error.error if isinstance(error, WorkerFailed) else error
+    return int(app.return_code or 0)
+
+
+def run_wizard(request: Request | None = None) -> int:
+    """`trl-advisor` / `trl-advisor wizard [REQUEST flags]` on a terminal (advisor.cli checks that it is one)."""
+    return run_app(make_app(request))
+
+
+__all__ = ["FIELDS", "PlanProblem", "PlanView", "WizardApp", "compute_outcome", "make_app", "run_app", "run_wizard"]
