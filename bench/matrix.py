@@ -4,8 +4,13 @@ Each row is a plain dict. Its knob names are those of `advisor.core.request.Requ
 seq_len, micro_batch, grad_accum, backend, zero, offload, grad_ckpt, liger, attn, precision, num_generations,
 max_completion_len, ref_model), so `request_kwargs(row)` feeds a row straight to the advisor for its prediction.
 Bench-only keys: `name` (stable, derived from the knobs), `split` ("fit" or "holdout", from a hash of the name),
-`beta` (GRPO KL coefficient), `expect` (a planning guess: "fit", "near" the memory limit, or "oom"),
-`est_peak_gib` and `est_seconds` (the planning guesses below, used only to order rows and to plan the time budget).
+`beta` (GRPO/RLOO KL coefficient), `expect` (a planning guess: "fit", "near" the memory limit, or "oom"),
+`est_peak_gib` and `est_seconds` (the planning guesses below, used only to order rows and to plan the time budget),
+`stratum` (the holdout stratum of rows added after a calibration), `layers` (a reduced depth: the model is built,
+and predicted, with this many decoder layers; MoE models whose full depth does not fit the machine) and `steps`
+(measured steps when fewer than the run's --steps: costly rows). `attn` None means the implementation the advisor
+chooses on the machine that runs the row (advisor.resolve.attention.choose_attention), resolved by bench.run and
+recorded.
 
 The guesses are deliberately crude: they exist to place rows near the 139 GiB limit and to put cheap rows first,
 not to predict anything; predicting is the advisor's job and these measurements are what it is checked against.
@@ -30,8 +35,17 @@ REQUEST_KEYS = ("model", "trainer", "method", "lora_r", "seq_len", "micro_batch"
                 "ref_model")
 
 MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "llama-3.1-8b")
+"""The models of the first calibration (2026-11-29)."""
+FAMILY_MODELS = ("qwen3-0.6b", "qwen3-1.7b", "llama-3.2-1b", "llama-3.2-3b", "smollm2-360m", "smollm2-1.7b",
+                 "gemma-2-2b", "gemma-3-1b", "phi-3-mini", "mistral-7b-v0.3", "qwen3-30b-a3b", "mixtral-8x7b")
+"""Added for issue 14: at least one model of every model_type of the catalogue, small ones where it has them."""
 _SHORT = {"qwen2.5-0.5b": "q0.5b", "qwen2.5-1.5b": "q1.5b", "qwen2.5-3b": "q3b", "qwen2.5-7b": "q7b",
-          "llama-3.1-8b": "l8b"}
+          "llama-3.1-8b": "l8b", "qwen3-0.6b": "q3-0.6b", "qwen3-1.7b": "q3-1.7b", "llama-3.2-1b": "l1b",
+          "llama-3.2-3b": "l3b", "smollm2-360m": "sm360m", "smollm2-1.7b": "sm1.7b", "gemma-2-2b": "g2-2b",
+          "gemma-3-1b": "g3-1b", "phi-3-mini": "phi3mini", "mistral-7b-v0.3": "m7b", "qwen3-30b-a3b": "q3moe",
+          "mixtral-8x7b": "mx8x7b"}
+TRAINERS = ("sft", "dpo", "kto", "grpo", "rloo")
+GENERATING = ("grpo", "rloo")
 
 
 def _backend_tag(r: dict) -> str:
@@ -43,7 +57,8 @@ def _backend_tag(r: dict) -> str:
 
 def make_name(r: dict) -> str:
     """A stable name from the knobs alone, so a row keeps its name (and its split) when rows are added."""
-    parts = [r["trainer"], _SHORT.get(r["model"], r["model"]), r["method"],
+    parts = [r["trainer"], _SHORT.get(r["model"], r["model"]) + (f"-L{r['layers']}" if r.get("layers") else ""),
+             r["method"],
              "bf16m" if r["precision"] == "bf16-mixed" else "bf16", _backend_tag(r),
              "ckpt" if r["grad_ckpt"] else "nockpt"]
     if r["liger"]:
@@ -52,31 +67,40 @@ def make_name(r: dict) -> str:
     parts.append(f"b{r['micro_batch']}")
     if r["grad_accum"] != 1:
         parts.append(f"ga{r['grad_accum']}")
-    if r["trainer"] == "grpo":
+    if r["trainer"] in GENERATING:
         parts.append(f"g{r['num_generations']}c{r['max_completion_len']}")
         parts.append(f"beta{r['beta']:g}")
-    if r["trainer"] == "dpo":
+    if r["trainer"] in ("dpo", "kto"):
         parts.append(f"ref-{r['ref_model']}")
+    if r.get("steps"):
+        parts.append(f"st{r['steps']}")
     return "-".join(parts)
 
 
 def row(model: str, *, trainer: str = "sft", method: str = "full", precision: str = "bf16", backend: str = "single",
         zero: int = 0, offload: str = "none", ckpt: bool = True, liger: bool = False, seq: int = 2048, mb: int = 1,
         ga: int = 1, num_generations: int | None = None, completion: int | None = None, beta: float | None = None,
-        expect: str = "fit", stratum: str | None = None) -> dict[str, Any]:
+        expect: str = "fit", stratum: str | None = None, attn: str | None = "sdpa", layers: int | None = None,
+        steps: int | None = None, priority: int | None = None) -> dict[str, Any]:
     r: dict[str, Any] = {
         "model": model, "trainer": trainer, "method": method,
         "lora_r": DEFAULT_LORA_R if method in ("lora", "qlora") else None,
         "seq_len": seq, "micro_batch": mb, "grad_accum": ga,
         "backend": backend, "zero": zero if backend == "deepspeed" else 0,
-        "offload": offload, "grad_ckpt": ckpt, "liger": liger, "attn": "sdpa", "precision": precision,
+        "offload": offload, "grad_ckpt": ckpt, "liger": liger, "attn": attn, "precision": precision,
         "num_generations": num_generations, "max_completion_len": completion,
-        # DPO: a full fine-tune gets an explicit reference copy; LoRA uses the base model with adapters disabled.
-        "ref_model": ("copy" if method == "full" else "none") if trainer == "dpo" else None,
+        # DPO/KTO: a full fine-tune gets an explicit reference copy; LoRA uses the base model with adapters disabled.
+        "ref_model": ("copy" if method == "full" else "none") if trainer in ("dpo", "kto") else None,
         "beta": beta, "expect": expect,
     }
     if stratum:
         r["stratum"] = stratum
+    if layers:
+        r["layers"] = layers
+    if steps:
+        r["steps"] = steps
+    if priority is not None:
+        r["priority"] = priority
     r["name"] = make_name(r)
     return r
 
@@ -156,6 +180,65 @@ def _rows() -> list[dict[str, Any]]:
         row(Q15, trainer="grpo", seq=1024, mb=8, num_generations=8, completion=256, beta=0.04),
         row(Q15, trainer="grpo", seq=2048, mb=4, num_generations=4, completion=256, beta=0.0, ckpt=False),
         row(Q3, trainer="grpo", seq=2048, mb=8, num_generations=8, completion=128, beta=0.04),
+        *_family_rows(),
+    ]
+
+
+def _family_rows() -> list[dict[str, Any]]:
+    """Rows added for issue 14 (models and plans the first calibration never saw), each in a stratum of its own so
+    that no row measured before changes split; the attention is the one the advisor chooses on the machine (attn
+    None). Sized by the planning guesses to fit one ~9-minute GPU command together with bench.plan_quality's rows
+    (bench/calibration_run.sh); the peaks quoted are what the advisor predicted (reserved, % of the usable 134.8 GiB
+    of an H200) when the rows were written, 2026-12-01."""
+    Q06, Q17, L1, L3, S360, S17, G2, G3, PHI, M7, QMOE, MX = FAMILY_MODELS
+
+    def new(model: str, stratum: str, **kw) -> dict[str, Any]:
+        return row(model, stratum=stratum, attn=None, **kw)
+
+    ARCH, NEAR, CKPT, ADAPT, Z3, GEN, KTO = ("families-3", "near-capacity-3", "ckpt-microbatch-3", "adapters-3",
+                                             "zero3-attention-3", "generation-3", "kto-3")
+    Z3OFF = dict(backend="deepspeed", zero=3, offload="optimizer")
+    return [
+        # --- one SFT row per model_type the first calibration never built (Qwen3, Gemma-2 with eager attention and
+        # soft-capping, Gemma-3, Phi-3, Mistral, the two MoE types at reduced depth), Liger on the new paths
+        new(Q06, ARCH, seq=2048, mb=8),
+        new(Q17, ARCH, seq=2048, mb=8, ckpt=False, liger=True),
+        new(G2, ARCH, seq=2048, mb=4),  # eager: Gemma-2 rejects sdpa, and the machine has no flash-attn
+        new(G2, ARCH, seq=2048, mb=4, liger=True),  # Liger's GeGLU and Gemma RMSNorm
+        new(G3, ARCH, seq=2048, mb=8),
+        new(PHI, ARCH, seq=2048, mb=4),  # multi-head attention (32 of 32 KV heads), fused qkv and gate_up
+        new(M7, ARCH, seq=2048, mb=2),
+        # MoE at reduced depth, predicted with the same depth: 8 of 48 layers (5.5B parameters, 128 experts of
+        # which 8 run) and 4 of 32 (5.9B, 8 experts, 2 run); full depth would not fit one GPU for full training
+        new(QMOE, ARCH, seq=2048, mb=4, layers=8),
+        new(MX, ARCH, seq=2048, mb=2, layers=4),
+        new(S17, ARCH, seq=2048, mb=8, ckpt=False),  # Llama layout, multi-head attention, 49k vocabulary
+        # --- planned at 85-95 % of the usable memory: the near-capacity under-prediction quantile
+        new(G2, NEAR, seq=2048, mb=8, ckpt=False, expect="near"),  # 123.9 GiB, 92 %
+        new(L1, NEAR, seq=4096, mb=16, ckpt=False, expect="near"),  # 126.8 GiB, 94 %
+        new(PHI, NEAR, seq=2048, mb=11, ckpt=False, expect="near"),  # 125.9 GiB, 93 %
+        # --- checkpointing x micro-batch: 1B at 4k tokens, 1 to 64 sequences (64 was over-predicted by a quarter)
+        new(L1, CKPT, seq=4096, mb=1),
+        new(L1, CKPT, seq=4096, mb=64, steps=2),  # 68.1 GiB allocated predicted; about 6 s a step, steady
+        # --- LoRA / QLoRA x model size (small models were over-predicted by 10-17 %)
+        new(Q06, ADAPT, method="lora", seq=2048, mb=8, ckpt=False),
+        new(L3, ADAPT, method="lora", seq=2048, mb=4),
+        new(L1, ADAPT, method="qlora", seq=2048, mb=8),
+        # --- ZeRO-3 with optimizer offload x attention shape: multi-head attention with a small vocabulary (SmolLM2,
+        # 32 of 32 KV heads, 49k) near the top of the GPU (119.6 GiB, 89 %), and a small model. Three measured steps
+        # (no `steps`): ZeRO-3's second step is still slow (2026-11-29 records), the median needs the third.
+        new(S360, Z3, seq=2048, mb=8, **Z3OFF),
+        new(S17, Z3, seq=4096, mb=10, ckpt=False, expect="near", **Z3OFF),
+        # --- generation: GRPO without vLLM on a sub-1B model (predicted ~40 % too slow), 4 and 16 completions per
+        # prompt; RLOO with its default KL reference (beta 0.05: a copy the trainer loads from a saved checkpoint)
+        # and longer completions
+        new(Q06, GEN, trainer="grpo", seq=512, mb=8, num_generations=4, completion=64, beta=0.0),
+        new(Q06, GEN, trainer="grpo", seq=512, mb=16, num_generations=16, completion=64, beta=0.0),
+        new(Q06, GEN, trainer="rloo", seq=512, mb=8, num_generations=4, completion=96, beta=0.05),
+        # --- KTO, full fine-tuning with a reference copy, 1k tokens, micro-batch 8-32, with and without Liger
+        # (without Liger it was under-predicted by 7-11 %, with Liger within 2 %); run first (priority 0)
+        *(new(Q17, KTO, trainer="kto", seq=1024, mb=mb, liger=lg, priority=0) for mb in (8, 16, 32)
+          for lg in (False, True)),
     ]
 
 
@@ -163,10 +246,20 @@ def _rows() -> list[dict[str, Any]]:
 # Planning guesses (NOT the advisor's model): bytes of model state plus saved activations, and seconds of wall time.
 # ---------------------------------------------------------------------------------------------------------------
 
-def _arch(model: str) -> dict[str, Any]:
-    from bench.models import arch_dict, resolve
+def _arch(model: str | dict) -> dict[str, Any]:
+    """The architecture dict of a model id, or of a row (its `layers` override and inline `arch` honoured)."""
+    from bench.models import arch_dict, resolve, row_spec
 
-    return arch_dict(resolve(model))
+    return arch_dict(row_spec(model) if isinstance(model, dict) else resolve(model))
+
+
+def _active_params(a: dict) -> float:
+    """Parameters one token passes through: an MoE layer runs experts_per_token of its num_experts experts."""
+    if not a.get("num_experts"):
+        return float(a["params"])
+    expert = 3 * a["hidden"] * a["moe_intermediate"]
+    routed = a["layers"] * a["num_experts"] * expert
+    return a["params"] - routed * (1 - a["experts_per_token"] / a["num_experts"])
 
 
 def _act_per_token_layer(a: dict, liger: bool) -> int:
@@ -175,14 +268,15 @@ def _act_per_token_layer(a: dict, liger: bool) -> int:
     Without Liger: two RMSNorms keep an fp32 copy of their input and the bf16 result (about 6h each), the q/k/v
     input, q, the attention output and the MLP input (about 8h in all), and the gated MLP keeps gate, act(gate),
     up and their product (4 tensors of width i). Liger's RMSNorm keeps only the bf16 input and its SwiGLU
-    recomputes act(gate): about 12h + 6i.
+    recomputes act(gate): about 12h + 6i. An MoE layer keeps that for the experts_per_token experts it runs.
     """
-    h, i = a["hidden"], a["intermediate"]
+    h = a["hidden"]
+    i = a["intermediate"] or a.get("moe_intermediate", 0) * max(1, a.get("experts_per_token", 1))
     return 2 * (6 * h + 3 * i) if liger else 2 * (10 * h + 4 * i)
 
 
 def estimate_peak_gib(r: dict, a: dict | None = None) -> float:
-    a = a or _arch(r["model"])
+    a = a or _arch(r)
     P, L, h, V = a["params"], a["layers"], a["hidden"], a["vocab"]
     emb = V * h * (1 if a["tied_embeddings"] else 2)
     mixed = r["precision"] == "bf16-mixed"
@@ -197,9 +291,9 @@ def estimate_peak_gib(r: dict, a: dict | None = None) -> float:
     else:
         states = (16 * P + 2 * P) if mixed else 8 * P  # weights + grads + AdamW moments in the weights' dtype
     ref = 0
-    if r["trainer"] == "dpo" and r["ref_model"] == "copy":
+    if r["trainer"] in ("dpo", "kto") and r["ref_model"] == "copy":
         ref = w * P
-    if r["trainer"] == "grpo" and (r["beta"] or 0) > 0 and r["method"] == "full":
+    if r["trainer"] in GENERATING and (r["beta"] or 0) > 0 and r["method"] == "full":
         ref = w * P
     seqs = r["micro_batch"] * (2 if r["trainer"] == "dpo" else 1)
     tokens = seqs * r["seq_len"]
@@ -208,51 +302,122 @@ def estimate_peak_gib(r: dict, a: dict | None = None) -> float:
         act = tokens * (L * 2 * h + per_layer)
     else:
         act = tokens * L * per_layer
+    if r.get("attn") == "eager":
+        # eager attention keeps the softmax probabilities, bf16, heads x seq^2 per sequence and layer
+        act += seqs * a["heads"] * r["seq_len"] ** 2 * 2 * (1 if r["grad_ckpt"] else L)
     logits = min(tokens, 4096) * min(V, 32768) * 4 * 2  # TRL's chunked LM head works on tiles, never full logits
     overhead = 1.5 * GIB
     return (states + ref + act + logits + overhead) / GIB
 
 
-def estimate_seconds(r: dict, a: dict | None = None, *, warmup: int = 1, steps: int = 3) -> float:
-    """Wall seconds of one row, child start to exit: fixed costs plus warmup + measured optimizer steps (GRPO
-    measures at most 2, see bench.worker.GRPO_MEASURED_STEPS)."""
-    a = a or _arch(r["model"])
-    if r["trainer"] == "grpo":
-        steps = min(steps, 2)
-    steps = warmup + steps
+# Wall-time guess, child start to exit, fitted by hand to the wall_seconds of the 2026-11-29 H200 records
+# (bench/results/h200-2026-11-29-part1.jsonl, h200x2-2026-11-29-part2.jsonl; tests/bench/test_bench_matrix.py
+# checks the fit): a fixed cost (fork, model build, Trainer init, the first step's cuBLAS and allocator warm-up),
+# the warm-up step and the measured steps.
+SUSTAINED_FLOPS = 450e12
+"""bf16 FLOP/s the runs sustained at hidden size 2048 and above (qwen2.5-3b s4096 b4: 430e12; 7B/8B: 450-500e12);
+narrower models sustain (hidden / 2048) ** 0.7 of it (qwen2.5-0.5b, hidden 896: 240-275e12 measured)."""
+FIRST_STEP_EXTRA_SECONDS = 1.8
+"""What the first step took beyond the median step (plain rows: 1.5-2.5 s): cuBLAS handles, autotuning, caching
+allocator growth."""
+DECODE_SECONDS = (0.002, 0.0009, 0.006)
+"""One generated token of transformers' generate under GRPO: (fixed, per layer, per billion parameters) seconds;
+measured 24-28 ms for qwen2.5-0.5b (24 layers), 33-35 ms for 1.5B (28), 53 ms for 3B (36)."""
+
+
+def _step_guess(r: dict, a: dict) -> float:
+    """Seconds of one optimizer step."""
     P = a["params"]
+    N = _active_params(a)
     seqs = r["micro_batch"] * r["grad_accum"] * (2 if r["trainer"] == "dpo" else 1)
     tokens = seqs * r["seq_len"]
-    flops_per_token = (4 if r["method"] != "full" else 6) * P  # adapters: no weight gradients of the base
+    flops_per_token = (4 if r["method"] != "full" else 6) * N  # adapters: no weight gradients of the base
     if r["grad_ckpt"]:
-        flops_per_token += 2 * P
+        flops_per_token += 2 * N
     if r["trainer"] == "dpo" and r["ref_model"] == "copy":
-        flops_per_token += 2 * P / 2  # reference forward over the same tokens (counted once per pair)
-    rate = 350e12 if P > 2e9 else 180e12  # rough sustained bf16 FLOP/s on an H200 (small models launch-bound)
+        flops_per_token += 2 * N  # reference forward over the same tokens
+    if r["trainer"] == "kto":
+        # the policy's no-grad forward over the KL batch, and the reference's over both (a copy, or the
+        # adapter-disabled base)
+        flops_per_token += 2 * N + 4 * N
+    rate = SUSTAINED_FLOPS * min(1.0, a["hidden"] / 2048) ** 0.7
     if r["method"] == "qlora":
         rate *= 0.5  # dequantisation on every matmul
     step = tokens * flops_per_token / rate + 0.05
+    if a.get("num_experts"):
+        # transformers runs the routed experts one after another: a few kernels per expert and layer, each pass
+        step += a["layers"] * a["num_experts"] * 3 * 3 * 10e-6
+    if r.get("attn") == "eager":
+        step *= 1.15  # the score matrix written and read through HBM
     if r["backend"] == "deepspeed":
-        step = step * 1.6 + (0.3 if r["zero"] == 3 else 0.1)
+        step = step * 1.3 + (0.3 if r["zero"] == 3 else 0.1)
         if r["offload"] == "optimizer":
             step += P / 1e9 * 1.2  # CPU Adam and the fp32 copies across PCIe
-    if r["trainer"] == "grpo":
-        per_token = 0.012 + a["layers"] * 0.0004  # one decode step of transformers' generate
-        step += r["max_completion_len"] * per_token
-    fixed = 8.0 + P / 1e9 * 0.4
+    if r["trainer"] in GENERATING:
+        fixed, per_layer, per_b = DECODE_SECONDS
+        step += r["max_completion_len"] * (fixed + per_layer * a["layers"] + per_b * P / 1e9)
+    return step
+
+
+CHECKPOINT_SAVE_SECONDS_PER_B = 3.3
+"""save_pretrained of a random bf16 model to /dev/shm, seconds per billion parameters (2026-11-29: 3.6 s for 1.5B,
+10.2-10.4 s for 3B, 22.5-22.8 s for 8B). Paid by the first row of a run that needs the checkpoint (QLoRA, a GRPO/RLOO
+reference); later rows reuse it (discount_shared_checkpoints)."""
+
+
+def checkpoint_save_seconds(r: dict, a: dict | None = None) -> float:
+    from bench.worker import ckpt_keys
+
+    if not ckpt_keys(r):
+        return 0.0
+    a = a or _arch(r)
+    return 1.0 + CHECKPOINT_SAVE_SECONDS_PER_B * a["params"] / 1e9
+
+
+def discount_shared_checkpoints(rows: list[dict]) -> None:
+    """For a listing, in run order: a row whose checkpoints an earlier row of the same run saves does not pay the
+    save (its est_seconds is lowered in place). bench.run itself looks at the checkpoint folder before each row."""
+    from bench.worker import ckpt_keys
+
+    saved: set[str] = set()
+    for r in rows:
+        keys = set(ckpt_keys(r))
+        if keys and keys <= saved:
+            r["est_seconds"] = round(max(1.0, r["est_seconds"] - checkpoint_save_seconds(r, r.get("arch"))), 1)
+        saved |= keys
+
+
+def estimate_seconds(r: dict, a: dict | None = None, *, warmup: int = 1, steps: int = 3) -> float:
+    """Wall seconds of one row, child start to exit: fixed costs plus warmup + measured optimizer steps (a row's
+    own `steps` when fewer; GRPO/RLOO measure at most 2, see bench.worker.GRPO_MEASURED_STEPS)."""
+    a = a or _arch(r)
+    if r.get("steps"):
+        steps = min(steps, int(r["steps"]))
+    if r["trainer"] in GENERATING:
+        steps = min(steps, 2)
+    P = a["params"] / 1e9
+    step = _step_guess(r, a)
+    fixed = 2.2 + 0.15 * P
+    if r["method"] in ("lora", "qlora"):
+        fixed += 1.0 + 0.3 * P  # PEFT wraps every linear layer
     if r["backend"] == "deepspeed":
-        fixed += 6.0 if r["zero"] == 3 else 4.0
+        fixed += 1.2 if r["zero"] == 2 else 7.0 + 1.0 * P
         if r["offload"] == "optimizer":
-            fixed += P / 1e9 * 2.0  # pinned host buffers
+            fixed += 6.0 + 12.0 * P  # pinned fp32 host buffers, DeepSpeedCPUAdam set-up
     if r["method"] == "qlora":
-        fixed += 6.0 + P / 1e9 * 3.0  # save bf16 once, then load with quantisation
-    if r["trainer"] == "grpo" and (r["beta"] or 0) > 0:
-        fixed += 3.0 + P / 1e9 * 1.0  # reference model saved and loaded from a checkpoint
+        fixed += 0.5 + 0.9 * P  # quantising load from the saved checkpoint (2026-11-29: 0.6-0.8 s per B)
+    if r["trainer"] in GENERATING and (r["beta"] or 0) > 0 and r["method"] == "full":
+        fixed += 1.0 + 0.6 * P  # the reference loaded again by the trainer from the saved copy
+    fixed += checkpoint_save_seconds(r, a)
+    if r["trainer"] in ("dpo", "kto") and r["ref_model"] == "copy":
+        fixed += 0.3
     if r["liger"]:
-        fixed += 4.0  # Triton kernels compiled (disk cache makes later rows cheaper)
+        fixed += 1.0  # Triton kernels compiled at the first step (a disk cache makes later rows cheaper)
+    # GRPO/RLOO's first step (2026-11-29 and 12-01 records): 2.6-3.9 times a later one, the most for small models
+    first = 2.5 * step + 4.0 if r["trainer"] in GENERATING else step + FIRST_STEP_EXTRA_SECONDS
     if r.get("expect") == "oom":
-        return fixed + 5.0
-    return fixed + steps * step
+        return fixed + first
+    return fixed + warmup * first + steps * step
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -292,9 +457,9 @@ def assign_splits(rows: list[dict], fraction: float = HOLDOUT_FRACTION) -> None:
 def build_matrix(*, warmup: int = 1, steps: int = 3) -> list[dict[str, Any]]:
     """All rows, split assigned, planning guesses filled, cheapest first (ties broken by name)."""
     rows = _rows()
-    archs = {m: _arch(m) for m in {r["model"] for r in rows}}
+    archs = {(r["model"], r.get("layers")): _arch(r) for r in rows}
     for r in rows:
-        a = archs[r["model"]]
+        a = archs[(r["model"], r.get("layers"))]
         r["est_peak_gib"] = round(estimate_peak_gib(r, a), 1)
         r["est_seconds"] = round(estimate_seconds(r, a, warmup=warmup, steps=steps), 1)
     assign_splits(rows)
@@ -307,18 +472,36 @@ def coverage_key(r: dict) -> tuple:
     return (r["trainer"], r["method"], _backend_tag(r))
 
 
+def model_family(r: dict) -> str:
+    """The architecture family of a row: its model_type (inline arch or catalogue)."""
+    if r.get("arch"):
+        return r["arch"]["model_type"]
+    from bench.models import resolve
+
+    return resolve(r["model"]).model_type
+
+
 def order_rows(rows: list[dict], how: str = "cost") -> list[dict]:
-    """"cost": cheapest first (the default). "coverage": the cheapest row of every coverage_key first, then the
-    rest cheapest first, so a run cut short by its time budget still touches every code path."""
+    """"cost": cheapest first (the default). "coverage": rows of a lower `priority` (default 1) first; within a
+    priority, first (cheapest first) every row that brings a model family (model_type), a holdout stratum or a code
+    path (coverage_key) no earlier row brought, then the rest cheapest first. A run cut short by its time budget
+    still touches every family, stratum and code path."""
     by_cost = sorted(rows, key=lambda r: (r["est_seconds"], r["name"]))
     if how == "cost":
         return by_cost
     if how != "coverage":
         raise ValueError(f"unknown order {how!r}")
+    levels = sorted({r.get("priority", 1) for r in rows})
+    if len(levels) > 1:
+        return [r for p in levels for r in order_rows([r for r in rows if r.get("priority", 1) == p], how)]
     first, seen = [], set()
     for r in by_cost:
-        if coverage_key(r) not in seen:
-            seen.add(coverage_key(r))
+        # a row planned near the memory limit is a path of its own: the allocator there is what the near-capacity
+        # margin is measured on
+        keys = {("family", model_family(r)), ("stratum", family(r)),
+                ("path", *coverage_key(r), r.get("expect") == "near")}
+        if not keys <= seen:
+            seen |= keys
             first.append(r)
     picked = {id(r) for r in first}
     return first + [r for r in by_cost if id(r) not in picked]
@@ -340,7 +523,7 @@ def validate(rows: list[dict]) -> list[str]:
         if missing:
             problems.append(f"{name}: missing {missing}")
             continue
-        if r["trainer"] not in ("sft", "dpo", "grpo"):
+        if r["trainer"] not in TRAINERS:
             problems.append(f"{name}: trainer {r['trainer']!r} not benchmarked")
         if r["method"] not in ("full", "lora", "qlora"):
             problems.append(f"{name}: method {r['method']!r}")
@@ -358,20 +541,29 @@ def validate(rows: list[dict]) -> list[str]:
             problems.append(f"{name}: qlora is benchmarked on a single GPU only")
         if r["split"] not in ("fit", "holdout"):
             problems.append(f"{name}: split {r['split']!r}")
-        if r["trainer"] == "grpo":
+        if r["trainer"] in GENERATING:
             ng, c = r.get("num_generations"), r.get("max_completion_len")
             if not ng or not c:
-                problems.append(f"{name}: grpo needs num_generations and max_completion_len")
+                problems.append(f"{name}: {r['trainer']} needs num_generations and max_completion_len")
             else:
                 if (r["micro_batch"] * r["grad_accum"]) % ng:
                     # GRPOConfig: generation_batch_size (= micro_batch * grad_accum * world) % num_generations == 0
                     problems.append(f"{name}: micro_batch * grad_accum must be divisible by num_generations")
                 if c >= r["seq_len"]:
                     problems.append(f"{name}: max_completion_len must be below seq_len")
+            if ng and ng < 2:
+                problems.append(f"{name}: num_generations must be at least 2 (the group baseline needs two)")
             if r["method"] != "full":
-                problems.append(f"{name}: grpo rows are full fine-tunes")
-        if r["trainer"] == "dpo" and r.get("ref_model") not in ("copy", "none"):
-            problems.append(f"{name}: dpo ref_model must be copy or none")
+                problems.append(f"{name}: {r['trainer']} rows are full fine-tunes")
+        if r["trainer"] in ("dpo", "kto") and r.get("ref_model") not in ("copy", "none"):
+            problems.append(f"{name}: {r['trainer']} ref_model must be copy or none")
+        if r["trainer"] == "kto" and r["micro_batch"] < 2:
+            # KTOTrainer: the KL term pairs each prompt with another sample's completion of the same micro-batch
+            problems.append(f"{name}: kto needs micro_batch >= 2")
+        if r.get("layers") is not None and (not isinstance(r["layers"], int) or r["layers"] < 1):
+            problems.append(f"{name}: layers must be a positive integer")
+        if r.get("steps") is not None and (not isinstance(r["steps"], int) or r["steps"] < 1):
+            problems.append(f"{name}: steps must be a positive integer")
         if r["trainer"] == "dpo" and r["seq_len"] < 8:
             problems.append(f"{name}: dpo seq_len too short")
     return problems

@@ -1,9 +1,10 @@
 """The benchmark's model architectures: catalogue numbers in, a transformers config out.
 
-The numbers come from the catalogue (`advisor.catalog.resolve_model`). While the catalogue is missing (it is written
-in parallel with this harness), `FALLBACK` below holds the same five rows, copied from each model's config.json, so
-the harness never depends on the catalogue's state to run. `spec_source()` says which one a run used, and every
-result line records it.
+The numbers come from the catalogue (`advisor.catalog.resolve_model`); the config fields from
+`advisor.bundle.render.model_config_fields`, which the generated bundles use for their random-weight models, so
+both build the same architecture for every model_type of the catalogue. Should the catalogue fail to load (it is
+edited in parallel with this harness), `FALLBACK` below holds the five original benchmark rows, copied from each
+model's config.json. `spec_source()` says which one a run used, and every result line records it.
 """
 
 from __future__ import annotations
@@ -37,17 +38,16 @@ FALLBACK: dict[str, dict[str, Any]] = {
                          source="https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json"),
 }
 
-# Settings the catalogue does not carry because they change neither memory nor FLOPs; taken from the same
-# config.json files so the random-weight model runs the same kernels (RoPE variant, norm epsilon).
-_EXTRAS: dict[str, dict[str, Any]] = {
-    "qwen2": {"rms_norm_eps": 1e-6, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}},
-    "llama": {"rms_norm_eps": 1e-5,
-              "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                  "original_max_position_embeddings": 8192}},
-}
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mistral", "mixtral", "gemma2", "gemma3",
+                         "gemma3_text", "phi3")
+"""The catalogue's model_types, each of which advisor.bundle.render.model_config_fields writes a complete
+`AutoConfig.for_model` field set for (gemma3, the multimodal type, as its text decoder gemma3_text)."""
 
-SUPPORTED_MODEL_TYPES = tuple(_EXTRAS)
+# ModelSpec fields a child needs to rebuild the spec (a forked or spawned child gets plain JSON, no dataclass).
+_ARCH_KEYS = ("id", "hf_id", "model_type", "layers", "hidden", "intermediate", "heads", "kv_heads", "head_dim",
+              "vocab", "max_positions", "source", "tied_embeddings", "qkv_bias", "qk_norm", "norms_per_layer",
+              "fused_qkv", "fused_gate_up", "num_experts", "experts_per_token", "moe_intermediate",
+              "shared_expert_intermediate", "attention", "sliding_window")
 
 
 _catalog_error: str | None = None
@@ -82,54 +82,57 @@ def resolve(model_id: str) -> ModelSpec:
     return ModelSpec(id=model_id, **FALLBACK[model_id])
 
 
+def row_spec(row: dict[str, Any]) -> ModelSpec:
+    """The architecture a row trains: its inline `arch` or the catalogue row, at the row's `layers` when it names a
+    reduced depth (an MoE model cut to fit the machine). The advisor's prediction must use this same spec."""
+    if row.get("arch"):
+        spec = spec_from_arch(row["arch"])
+    else:
+        spec = resolve(row["model"])
+    if row.get("layers") and row["layers"] != spec.layers:
+        spec = spec.with_(layers=int(row["layers"]))
+    return spec
+
+
 def arch_dict(spec: ModelSpec) -> dict[str, Any]:
     """The architecture fields a child needs, as plain JSON (a forked or spawned child gets no pydantic object)."""
-    keys = ("id", "model_type", "layers", "hidden", "intermediate", "heads", "kv_heads", "head_dim", "vocab",
-            "tied_embeddings", "max_positions", "qkv_bias")
-    out = {k: getattr(spec, k) for k in keys}
+    out = {k: getattr(spec, k) for k in _ARCH_KEYS}
     out["params"] = spec.params
     return out
 
 
-def hf_config_kwargs(arch: dict[str, Any], *, special_ids: dict[str, int] | None = None) -> tuple[str, dict]:
-    """(config class name, keyword arguments) of the transformers config for an architecture dict.
+def spec_from_arch(arch: dict[str, Any]) -> ModelSpec:
+    """arch_dict's inverse (the parameter count is derived, so a stale `params` is ignored)."""
+    return ModelSpec(**{k: v for k, v in arch.items() if k in ModelSpec.field_names()})
 
-    Raises ValueError for an architecture this harness cannot express exactly (another model_type, a Qwen2 without
-    qkv bias or with head_dim != hidden / heads, which Qwen2Config cannot represent).
+
+def hf_config_kwargs(arch: dict[str, Any], *, special_ids: dict[str, int] | None = None) -> tuple[str, dict]:
+    """(model_type, keyword arguments) for `transformers.AutoConfig.for_model(model_type, **kwargs)`.
+
+    The fields are advisor.bundle.render.model_config_fields, the same set the generated bundles write to
+    model_config.json and build their --random-init model from, so a benchmark row and a verified bundle build the
+    same architecture. Raises ValueError for an architecture that cannot be built exactly: a model_type outside
+    SUPPORTED_MODEL_TYPES, or a Qwen2 without q/k/v bias (transformers' Qwen2Attention hard-codes bias=True).
     """
+    from advisor.bundle.render import model_config_fields
+
     mt = arch["model_type"]
-    if mt not in _EXTRAS:
+    if mt not in SUPPORTED_MODEL_TYPES:
         raise ValueError(f"model_type {mt!r} is not supported by the benchmark (supported: {SUPPORTED_MODEL_TYPES})")
-    kw: dict[str, Any] = dict(
-        vocab_size=arch["vocab"],
-        hidden_size=arch["hidden"],
-        intermediate_size=arch["intermediate"],
-        num_hidden_layers=arch["layers"],
-        num_attention_heads=arch["heads"],
-        num_key_value_heads=arch["kv_heads"],
-        max_position_embeddings=arch["max_positions"],
-        tie_word_embeddings=bool(arch["tied_embeddings"]),
-        **{k: (dict(v) if isinstance(v, dict) else v) for k, v in _EXTRAS[mt].items()},
-    )
+    if mt == "qwen2" and not arch["qkv_bias"]:
+        raise ValueError("Qwen2 always has a q/k/v bias; a qwen2 row without qkv_bias cannot be built exactly")
+    kw = model_config_fields(spec_from_arch(arch))
     if special_ids:
         kw.update(bos_token_id=special_ids["bos"], eos_token_id=special_ids["eos"], pad_token_id=special_ids["pad"])
-    if mt == "qwen2":
-        if not arch["qkv_bias"]:
-            raise ValueError("Qwen2 always has a q/k/v bias; a qwen2 row without qkv_bias cannot be built exactly")
-        if arch["head_dim"] * arch["heads"] != arch["hidden"]:
-            raise ValueError("Qwen2Config derives head_dim = hidden / heads; this row's head_dim differs")
-        kw["use_sliding_window"] = False
-        return "Qwen2Config", kw
-    kw.update(head_dim=arch["head_dim"], attention_bias=bool(arch["qkv_bias"]), mlp_bias=False)
-    return "LlamaConfig", kw
+    return kw.pop("model_type"), kw
 
 
 def hf_config(arch: dict[str, Any], *, special_ids: dict[str, int] | None = None):
-    """The transformers config object (imports transformers)."""
-    import transformers
+    """The transformers config object (imports transformers): `AutoConfig.for_model`, as the bundles' train.py."""
+    from transformers import AutoConfig
 
-    cls_name, kw = hf_config_kwargs(arch, special_ids=special_ids)
-    return getattr(transformers, cls_name)(**kw)
+    model_type, kw = hf_config_kwargs(arch, special_ids=special_ids)
+    return AutoConfig.for_model(model_type, **kw)
 
 
 def complete_arch(arch: dict[str, Any]) -> dict[str, Any]:
@@ -145,3 +148,38 @@ def complete_arch(arch: dict[str, Any]) -> dict[str, Any]:
     fields.setdefault("qkv_bias", fields.get("model_type") == "qwen2")
     spec = ModelSpec(**{k: v for k, v in fields.items() if k in ModelSpec.field_names()})
     return arch_dict(spec)
+
+
+def installed_attention_packages() -> dict[str, str]:
+    """The distributions installed here that make flash_attention_2 loadable (advisor.resolve.attention
+    FLASH_PACKAGES), with their versions: what a probe of this machine would report."""
+    from importlib import metadata
+
+    from advisor.resolve.attention import FLASH_PACKAGES
+
+    found = {}
+    for name in FLASH_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def machine_attention(row: dict[str, Any], spec: ModelSpec, installed: dict[str, str] | None = None,
+                      gpu: str = "H200") -> tuple[str, str]:
+    """(attn_implementation, why) for a row: its own `attn` when it names one, else what the advisor chooses for
+    this model on this machine (advisor.resolve.attention.choose_attention against a probed-like target whose
+    software is what is installed here), so a Gemma-2 row loads eager where neither flash-attn nor kernels is
+    installed, as a bundle generated on this machine would."""
+    from advisor.catalog import resolve_gpu
+    from advisor.core.request import Request
+    from advisor.core.target import Target
+    from advisor.resolve.attention import choose_attention
+
+    pinned = row.get("attn")
+    if pinned and pinned != "auto":
+        return pinned, "row pin"
+    installed = installed_attention_packages() if installed is None else installed
+    target = Target(gpu=resolve_gpu(gpu), gpus_per_node=1, origin="probe", software=dict(installed))
+    return choose_attention(Request(model=spec.id), spec, target, row["precision"])

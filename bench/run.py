@@ -26,7 +26,14 @@ from typing import Any
 
 from bench import matrix as M
 from bench import runner as R
-from bench.models import arch_dict, complete_arch, resolve, spec_source
+from bench.models import (
+    arch_dict,
+    complete_arch,
+    installed_attention_packages,
+    machine_attention,
+    row_spec,
+    spec_source,
+)
 from bench.worker import ckpt_keys, clear_build_locks, ds_ops_needed, visible_gpu_index
 
 GIB = 1 << 30
@@ -60,8 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="cpu is for the harness's own tests (tiny models; memory fields are null)")
     p.add_argument("--runner", choices=("auto", "fork", "spawn"), default="auto",
                    help="auto: fork after a probe shows a forked child can use CUDA, else spawn")
-    p.add_argument("--prebuild-ops", choices=("auto", "off"), default="auto",
-                   help="build DeepSpeed's JIT ops in the background while the first rows run")
+    p.add_argument("--prebuild-ops", choices=("auto", "all", "off"), default="auto",
+                   help="build DeepSpeed's JIT ops in the background while the first rows run (auto: those the "
+                        "rows load; all: fused_adam and cpu_adam, for a later run on the same machine too)")
     p.add_argument("--ckpt-dir", help="where saved random checkpoints go (QLoRA, GRPO reference); default: a "
                                       "temporary folder in /dev/shm if it has room, else the temp dir")
     p.add_argument("--log", help="combined child log (default: OUT with .log instead of .jsonl)")
@@ -96,16 +104,28 @@ def load_rows(a: argparse.Namespace) -> list[dict]:
     rows = M.select(rows, only=only, split=a.split)
     if a.backend != "all":
         rows = [r for r in rows if r["backend"] == a.backend]
-    return M.order_rows(rows, a.order) if not a.rows_file else rows
+    rows = M.order_rows(rows, a.order) if not a.rows_file else rows
+    resolve_attention(rows)
+    return rows
+
+
+def resolve_attention(rows: list[dict]) -> None:
+    """Rows without an attention pin get the advisor's choice for this machine (bench.models.machine_attention),
+    recorded in the row as run: `attn` and `attn_why`."""
+    installed = None
+    for r in rows:
+        if r.get("attn") in (None, "auto"):
+            installed = installed_attention_packages() if installed is None else installed
+            r["attn"], r["attn_why"] = machine_attention(r, row_spec(r), installed)
 
 
 def print_rows(rows: list[dict]) -> None:
     total = 0.0
-    print(f"{'name':72s} {'split':7s} {'expect':6s} {'est GiB':>8s} {'est s':>6s} {'cum s':>7s}")
+    print(f"{'name':72s} {'split':7s} {'expect':6s} {'attn':6s} {'est GiB':>8s} {'est s':>6s} {'cum s':>7s}")
     for r in rows:
         total += r["est_seconds"]
-        print(f"{r['name']:72s} {r['split']:7s} {r.get('expect', ''):6s} {r['est_peak_gib']:8.1f} "
-              f"{r['est_seconds']:6.1f} {total:7.0f}")
+        print(f"{r['name']:72s} {r['split']:7s} {r.get('expect', ''):6s} {str(r.get('attn'))[:6]:6s} "
+              f"{r['est_peak_gib']:8.1f} {r['est_seconds']:6.1f} {total:7.0f}")
     print(f"{len(rows)} rows, {sum(r['split'] == 'holdout' for r in rows)} holdout, about {total / 60:.1f} min "
           "(planning guess)")
 
@@ -340,12 +360,16 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("error: invalid rows:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
+    for r in rows:
+        # the architecture the child builds and the advisor predicts: inline or catalogue, at the row's `layers`
+        r["arch"] = arch_dict(row_spec(r))
     if a.list:
+        if a.out or a.resume_from:
+            done = R.done_names([a.out, *a.resume_from], [s for s in a.redo.split(",") if s])
+            rows = [r for r in rows if r["name"] not in done]
+        M.discount_shared_checkpoints(rows)
         print_rows(rows)
         return 0
-    for r in rows:
-        if "arch" not in r:
-            r["arch"] = arch_dict(resolve(r["model"]))
 
     done = R.done_names([a.out, *a.resume_from], [s for s in a.redo.split(",") if s])
     todo = [r for r in rows if r["name"] not in done]
@@ -409,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
 
     bg = None
     ops = sorted({op for r in todo for op in ds_ops_needed(r)})
-    if ops and cuda and a.prebuild_ops == "auto":
+    if a.prebuild_ops == "all":
+        ops = ["cpu_adam", "fused_adam"]
+    if ops and cuda and a.prebuild_ops in ("auto", "all"):
         def build() -> None:
             os.environ["MAX_JOBS"] = "4"  # leave cores to the rows running meanwhile
             from bench.worker import prebuild_ops
@@ -480,9 +506,18 @@ def main(argv: list[str] | None = None) -> int:
         return max(120.0, 4.0 * row["est_seconds"])
 
     spawn_extra = SPAWN_IMPORT_SECONDS if mode == "spawn" else 0.0
+
+    def est_for(row: dict) -> float:
+        """The row's planning guess; without the checkpoint save when an earlier row already saved it."""
+        est = float(row["est_seconds"]) + spawn_extra
+        keys = ckpt_keys(row)
+        if keys and all(os.path.exists(os.path.join(ckpt_root, k, ".complete")) for k in keys):
+            est = max(1.0, est - M.checkpoint_save_seconds(row, row.get("arch")))
+        return est
+
     opts = R.RunOptions(
         out_path=a.out, mode=mode, budget_seconds=a.budget_seconds, timeout_seconds=timeout_for,
-        est_seconds=lambda r: float(r["est_seconds"]) + spawn_extra, log_path=log_path,
+        est_seconds=est_for, log_path=log_path,
         resume_from=tuple(a.resume_from), redo_statuses=tuple(s for s in a.redo.split(",") if s),
         ctx={"device": a.device, "steps": a.steps, "warmup": a.warmup, "ckpt_dir": ckpt_root},
         before_row=before_row, after_row=after_row, on_result=on_result, start_time=t_start, workdir=workdir,

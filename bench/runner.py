@@ -272,13 +272,27 @@ def run_rows(rows: list[dict], child: Callable[[dict, dict], dict] | str, opts: 
             summary.resumed.append(row["name"])
         else:
             pending.append(row)
+    recorded = set(done)  # names measured (a terminal status), before or during this run
+
+    def waiting(r: dict) -> bool:
+        """A row whose `requires` row is still to run in this run waits for it."""
+        need = r.get("requires")
+        return bool(need) and need not in recorded and any(p["name"] == need for p in pending)
+
     while pending:
-        # the first row that is ready (e.g. its DeepSpeed ops are built) goes next; when none is, the first one
-        # goes and before_row does the waiting
-        idx = 0
-        if opts.ready is not None:
-            idx = next((i for i, r in enumerate(pending) if opts.ready(r)), 0)
+        # the first row that is ready (e.g. its DeepSpeed ops are built, the row it requires measured) goes next;
+        # when none is, the first one goes and before_row does the waiting
+        idx = next((i for i, r in enumerate(pending)
+                    if not waiting(r) and (opts.ready is None or opts.ready(r))), 0)
         row = pending.pop(idx)
+        need = row.get("requires")
+        if need and need not in recorded:
+            # the row it is measured against was not (skipped for the budget, or not in this run): without it this
+            # one means nothing; a later run measures both
+            summary.skipped.append(row["name"])
+            append_record(opts.out_path, {"name": row["name"], "split": row.get("split"), "status": "skipped",
+                                          "reason": f"requires {need}, not measured"})
+            continue
         est = opts.est_seconds(row)
         if _skip_for_budget(row, est, opts, start, summary):
             continue
@@ -297,6 +311,8 @@ def run_rows(rows: list[dict], child: Callable[[dict, dict], dict] | str, opts: 
         record["timeout_capped_by_budget"] = capped_by_budget
         record["env"] = {**opts.env, **(extra or {})}
         append_record(opts.out_path, record)
+        if record.get("status") in TERMINAL:
+            recorded.add(row["name"])
         summary.results.append(record)
         if opts.on_result:
             opts.on_result(record)

@@ -7,16 +7,23 @@ unsafe). Nothing here imports torch at module import time: the DeepSpeed config 
 plain-Python and tested on CPU.
 
 What each configuration does, and why:
-- Model: random weights from the catalogue architecture, built directly on the GPU (`from_config` under
-  `torch.device`), in bf16 for precision "bf16" and in fp32 for "bf16-mixed" (TRL's bf16=True then autocasts).
+- Model: random weights from the catalogue architecture (`AutoConfig.for_model` on the fields the bundles write,
+  advisor.bundle.render.model_config_fields; the skeleton is first built on the meta device and must give the
+  catalogue's parameter count), built directly on the GPU (`from_config` under `torch.device`), in bf16 for precision
+  "bf16" and in fp32 for "bf16-mixed" (TRL's bf16=True then autocasts), with the row's attention implementation
+  (the advisor's choice on this machine, resolved by the parent: eager for Gemma-2 without flash-attn).
+- Liger: as the bundles do, `liger_kernel.transformers.apply_liger_kernel_to_<model_type>(rope, rms_norm, swiglu or
+  geglu; no cross-entropy kernels)` patches the modelling code before the model is built; TRL's deprecated
+  `use_liger_kernel` stays off. The record says what was called and which Liger modules the model holds.
 - QLoRA: quantisation happens only in `from_pretrained`, so a bf16 random model is saved once per architecture to
   a checkpoint folder (shared by later rows, removed by the parent) and loaded with a BitsAndBytesConfig.
 - DeepSpeed: the model is built on the GPU before the TRL config exists, so no `zero.Init` runs; the Trainer's
   DeepSpeed integration converts (ZeRO-3: partitions) the ready model. With one process a partition is the whole
   tensor, so the steady state matches a `zero.Init` load; only the load-time peak could differ.
-- DPO full: TRL would load the reference model by the policy's name, which a model built from a config lacks, so
-  an explicit copy (`copy.deepcopy`) is passed as `ref_model`. DPO LoRA passes none (adapters disabled = reference).
-- GRPO with beta > 0: TRL always loads its reference model by name (`create_model_from_path`), so the policy is
+- DPO / KTO full: TRL would load the reference model by the policy's name, which a model built from a config lacks,
+  so an explicit copy (`copy.deepcopy`) is passed as `ref_model`. LoRA passes none (adapters disabled = reference).
+  KTO's data: prompt + completion = seq_len tokens, labels alternating desirable / undesirable.
+- GRPO / RLOO with beta > 0: TRL always loads its reference model by name (`create_model_from_path`), so the policy is
   saved to a checkpoint folder first and its config points there. Generation on random weights is kept from
   crashing and from stopping early: `top_k=50`, `generation_kwargs={"min_new_tokens": C,
   "remove_invalid_values": True}` (every completion is exactly max_completion_len tokens; NaN/inf logits, if any,
@@ -48,7 +55,17 @@ LORA_DROPOUT = 0.05
 
 GRPO_TOP_K = 50
 GRPO_MEASURED_STEPS = 2
-"""GRPO steps are dominated by token-by-token generation; two measured steps keep its rows affordable."""
+"""GRPO/RLOO steps are dominated by token-by-token generation; two measured steps keep their rows affordable."""
+
+GENERATING_TRAINERS = ("grpo", "rloo")
+"""Trainers that sample completions inside each step (transformers' generate here: the machine has no vLLM)."""
+
+LIGER_KWARGS = {"rope": True, "rms_norm": True, "swiglu": True, "geglu": True, "cross_entropy": False,
+                "fused_linear_cross_entropy": False}
+"""What the generated bundles pass to `liger_kernel.transformers.apply_liger_kernel_to_<model_type>` (train.py
+apply_liger_kernels; each function takes the keys it knows: swiglu for the gated-SiLU models, geglu for Gemma).
+Fused linear cross-entropy stays off: TRL's chunked LM head already keeps the logits out of memory, and TRL's
+trainers refuse both at once."""
 
 # Resolved TrainingArguments / TRL config values every record keeps (whatever exists on the config class).
 RESOLVED_ARG_KEYS = (
@@ -69,7 +86,16 @@ RESOLVED_ARG_KEYS = (
 # ---------------------------------------------------------------------------------------------------------------
 
 def measured_steps(row: dict, steps: int) -> int:
-    return min(steps, GRPO_MEASURED_STEPS) if row["trainer"] == "grpo" else steps
+    """Measured optimizer steps of a row: the run's --steps, or the row's own `steps` when it names fewer (a costly
+    row), and at most GRPO_MEASURED_STEPS for the generating trainers."""
+    if row.get("steps"):
+        steps = min(steps, int(row["steps"]))
+    return min(steps, GRPO_MEASURED_STEPS) if row["trainer"] in GENERATING_TRAINERS else steps
+
+
+def liger_function_name(model_type: str) -> str:
+    """The Liger entry point the bundles import for a catalogue model_type (advisor/bundle/render.py liger_apply)."""
+    return f"apply_liger_kernel_to_{model_type}"
 
 
 def deepspeed_config(row: dict) -> dict | None:
@@ -123,25 +149,28 @@ def ckpt_keys(row: dict) -> list[str]:
     keys = []
     if row["method"] == "qlora":
         keys.append(f"{row['model']}-bf16")
-    if row["trainer"] == "grpo" and row["method"] == "full" and (row.get("beta") or 0) > 0:
+    if row["trainer"] in GENERATING_TRAINERS and row["method"] == "full" and (row.get("beta") or 0) > 0:
         keys.append(f"{row['model']}-{'fp32' if row['precision'] == 'bf16-mixed' else 'bf16'}")
     return keys
 
 
 def nominal_tokens_per_step(row: dict) -> int:
-    """Tokens in one optimizer step's forward passes: DPO runs chosen and rejected, GRPO counts completions."""
+    """Tokens one optimizer step trains on, as the advisor's Plan.tokens_per_step counts them: DPO runs chosen and
+    rejected; GRPO/RLOO count completions (prompt included); KTO counts each sample once (its KL and reference
+    forwards are extra work, not extra tokens)."""
     seqs = row["micro_batch"] * row["grad_accum"] * (2 if row["trainer"] == "dpo" else 1)
     return seqs * row["seq_len"]
 
 
 def dataset_lengths(row: dict) -> dict[str, int]:
     """Token lengths of one synthetic sample. DPO: prompt + chosen = prompt + rejected = seq_len, EOS included
-    (TRL appends it to each completion). GRPO: prompt + max_completion_len = seq_len."""
+    (TRL appends it to each completion); KTO: prompt + completion = seq_len, the same way. GRPO/RLOO: prompt +
+    max_completion_len = seq_len."""
     s = row["seq_len"]
-    if row["trainer"] == "dpo":
+    if row["trainer"] in ("dpo", "kto"):
         completion = s // 2
         return {"prompt": s - completion, "completion": completion}
-    if row["trainer"] == "grpo":
+    if row["trainer"] in GENERATING_TRAINERS:
         c = row["max_completion_len"]
         return {"prompt": s - c, "completion": c}
     return {"input_ids": s}
@@ -149,7 +178,7 @@ def dataset_lengths(row: dict) -> dict[str, int]:
 
 def n_samples(row: dict, total_steps: int) -> int:
     per_step = row["micro_batch"] * row["grad_accum"]
-    if row["trainer"] == "grpo":
+    if row["trainer"] in GENERATING_TRAINERS:
         # each prompt is repeated num_generations times by TRL's sampler
         return max(1, per_step // row["num_generations"]) * total_steps
     return per_step * total_steps
@@ -294,6 +323,13 @@ def build_dataset(row: dict, vocab: int, total_steps: int, seed: int = 0):
         return Dataset.from_dict({"prompt": [words(lens["prompt"]) for _ in range(n)],
                                   "chosen": [" " + words(c) for _ in range(n)],
                                   "rejected": [" " + words(c) for _ in range(n)]})
+    if row["trainer"] == "kto":
+        c = lens["completion"] - 1  # KTOTrainer appends "<eos>" to each completion (kto_trainer.py add_eos)
+        # labels alternate, so desirable and undesirable examples are balanced (no weight warning) and every
+        # micro-batch holds both kinds
+        return Dataset.from_dict({"prompt": [words(lens["prompt"]) for _ in range(n)],
+                                  "completion": [" " + words(c) for _ in range(n)],
+                                  "label": [i % 2 == 0 for i in range(n)]})
     return Dataset.from_dict({"prompt": [words(lens["prompt"]) for _ in range(n)]})
 
 
@@ -342,6 +378,44 @@ def _optimizer_info(trainer) -> dict[str, Any]:
     except Exception:
         pass
     return info
+
+
+def liger_apply_call(model_type: str) -> dict[str, Any]:
+    """Patch transformers' modelling code for `model_type` with Liger's kernels, as the bundles' train.py does
+    before it builds the model: `apply_liger_kernel_to_<model_type>(**LIGER_KWARGS)`, keeping the keys the
+    function accepts. Returns what was called. Patches module globals, so only a child process may call it."""
+    import inspect
+
+    import liger_kernel.transformers as liger
+
+    name = liger_function_name(model_type)
+    fn = getattr(liger, name)
+    accepted = inspect.signature(fn).parameters
+    kwargs = {k: v for k, v in LIGER_KWARGS.items() if k in accepted}
+    fn(**kwargs)
+    return {"path": f"liger_kernel.transformers.{name}", "kwargs": kwargs}
+
+
+def apply_liger(row: dict, arch: dict, cuda: bool) -> dict[str, Any]:
+    """Liger for a row, before its model exists; what ran is recorded. The catalogue's model_type names the
+    function, as in the bundles (advisor/bundle/render.py liger_apply). On the CPU nothing is patched: Liger's
+    Triton kernels need a GPU (the bundles' --cpu skips them too)."""
+    if not row.get("liger"):
+        return {"applied": False, "path": None}
+    if not cuda:
+        return {"applied": False, "path": None, "why": "cpu: Liger's Triton kernels need a GPU"}
+    return {"applied": True, **liger_apply_call(arch["model_type"])}
+
+
+def _liger_modules(model) -> dict[str, int]:
+    """Modules of the built model whose class is Liger's (LigerRMSNorm, LigerSwiGLUMLP, ...): proof that the
+    patch reached the model."""
+    counts: dict[str, int] = {}
+    for m in model.modules():
+        name = type(m).__name__
+        if name.startswith("Liger"):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _ensure_checkpoint(root: str, key: str, save) -> tuple[str, bool]:
@@ -404,7 +478,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     import trl
     from transformers import AutoModelForCausalLM, TrainerCallback
 
-    from bench.models import hf_config
+    from bench.models import hf_config, hf_config_kwargs
 
     transformers.logging.set_verbosity_warning()
 
@@ -441,7 +515,21 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     rec.phase("build")
     t_build = time.monotonic()
     dtype = torch.float32 if row["precision"] == "bf16-mixed" else torch.bfloat16
+    model_type, cfg_fields = hf_config_kwargs(arch, special_ids=special_ids(vocab))
     cfg = hf_config(arch, special_ids=special_ids(vocab))
+    res["model"]["config_fields"] = {"model_type": model_type, **cfg_fields}
+    # The transformers on the GPU machine may differ from the one model_config_fields was written against: build
+    # the skeleton on the meta device (no memory, milliseconds) and refuse a config that does not give the
+    # catalogue's parameter count, before anything is measured.
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(cfg)
+    res["model"]["params_meta"] = sum(p.numel() for p in skeleton.parameters())
+    del skeleton
+    if arch.get("params") and res["model"]["params_meta"] != arch["params"]:
+        raise ValueError(f"{model_type} config gives {res['model']['params_meta']} parameters, the catalogue "
+                         f"{arch['params']}: the config fields do not express this architecture")
+    attn = row.get("attn") or "sdpa"
+    res["model"]["liger"] = apply_liger(row, arch, cuda)
     cfg_ckpt_root = ctx.get("ckpt_dir") or os.path.join(ctx.get("workdir", "/tmp"), "ckpt")
     os.makedirs(cfg_ckpt_root, exist_ok=True)
     build_how = f"from_config on {device}, dtype {str(dtype).removeprefix('torch.')}, random weights"
@@ -451,7 +539,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     def save_random(path: str, save_dtype) -> None:
         torch.manual_seed(0)
         with torch.device(device):
-            m = AutoModelForCausalLM.from_config(cfg, dtype=save_dtype, attn_implementation="sdpa")
+            m = AutoModelForCausalLM.from_config(cfg, dtype=save_dtype, attn_implementation=attn)
         m.save_pretrained(path)
         del m
         if cuda:
@@ -471,7 +559,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
         t0 = time.monotonic()
         model = AutoModelForCausalLM.from_pretrained(path, quantization_config=bnb, dtype=torch.bfloat16,
                                                      device_map={"": 0} if cuda else None,
-                                                     attn_implementation="sdpa")
+                                                     attn_implementation=attn)
         res["model"]["load_seconds"] = round(time.monotonic() - t0, 3)
         build_how = "from_pretrained(saved random bf16 checkpoint, BitsAndBytesConfig nf4 + double quant)"
         res["resolved"]["quantization"] = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
@@ -481,7 +569,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     else:
         torch.manual_seed(0)
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn)
     if row["method"] in ("lora", "qlora"):
         from peft import LoraConfig
 
@@ -489,18 +577,19 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
                                  target_modules="all-linear", task_type="CAUSAL_LM")
         res["resolved"]["lora"] = {"r": row["lora_r"], "lora_alpha": LORA_ALPHA, "lora_dropout": LORA_DROPOUT,
                                    "target_modules": "all-linear"}
-    if row["trainer"] == "dpo" and row.get("ref_model") == "copy":
+    if row["trainer"] in ("dpo", "kto") and row.get("ref_model") == "copy":
         ref_model = copy.deepcopy(model)
         res["resolved"]["ref_model"] = "explicit deepcopy of the policy (same dtype, same device)"
-    elif row["trainer"] == "dpo":
+    elif row["trainer"] in ("dpo", "kto"):
         res["resolved"]["ref_model"] = "none (PEFT: adapters disabled)"
-    if row["trainer"] == "grpo" and (row.get("beta") or 0) > 0 and row["method"] == "full":
+    if row["trainer"] in GENERATING_TRAINERS and (row.get("beta") or 0) > 0 and row["method"] == "full":
         key = f"{row['model']}-{'fp32' if dtype == torch.float32 else 'bf16'}"
         t0 = time.monotonic()
         path, wrote = _ensure_checkpoint(cfg_ckpt_root, key, model.save_pretrained)
         res["model"]["checkpoint_saved_seconds"] = round(time.monotonic() - t0, 3) if wrote else None
         model.config._name_or_path = path  # TRL loads the reference model from here (create_model_from_path)
-        res["resolved"]["ref_model"] = "loaded by GRPOTrainer from a saved checkpoint (device_map auto)"
+        res["resolved"]["ref_model"] = (f"loaded by {row['trainer'].upper()}Trainer from a saved checkpoint "
+                                        "(device_map auto)")
     if cuda:
         torch.cuda.synchronize()
         mem["after_build_allocated_bytes"] = torch.cuda.memory_allocated()
@@ -511,6 +600,9 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
         torch.cuda.reset_peak_memory_stats()
     res["model"].update(build=build_how, dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
                         attn_implementation=getattr(model.config, "_attn_implementation", None),
+                        attn_requested=attn, attn_why=row.get("attn_why"),
+                        experts_implementation=getattr(model.config, "_experts_implementation", None),
+                        liger_modules=_liger_modules(model),
                         model_type=model.config.model_type, config_class=type(cfg).__name__,
                         build_seconds=round(time.monotonic() - t_build, 3),
                         zero3_init="none: the model is built before the DeepSpeed config exists; the Trainer's "
@@ -525,7 +617,9 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
         gradient_accumulation_steps=row["grad_accum"],
         gradient_checkpointing=row["grad_ckpt"],
         bf16=True,
-        use_liger_kernel=row["liger"],
+        # Liger, when the row asks for it, was applied to the modelling code before the build (apply_liger), as
+        # the bundles do; TRL's own use_liger_kernel is deprecated in 1.16 and stays off
+        use_liger_kernel=False,
         report_to="none",
         save_strategy="no",
         # every step goes to trainer.state.log_history (no reporter): it is where the loss values come from
@@ -550,12 +644,17 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     elif row["trainer"] == "dpo":
         args = trl.DPOConfig(**common, max_length=row["seq_len"])
         trainer = trl.DPOTrainer(ref_model=ref_model, args=args, **trainer_kwargs)
-    elif row["trainer"] == "grpo":
+    elif row["trainer"] == "kto":
+        args = trl.KTOConfig(**common, max_length=row["seq_len"])
+        trainer = trl.KTOTrainer(ref_model=ref_model, args=args, **trainer_kwargs)
+    elif row["trainer"] in GENERATING_TRAINERS:
         c = row["max_completion_len"]
-        args = trl.GRPOConfig(**common, max_completion_length=c, num_generations=row["num_generations"],
-                              beta=float(row["beta"] or 0.0), top_k=GRPO_TOP_K,
-                              generation_kwargs={"min_new_tokens": c, "remove_invalid_values": True})
-        trainer = trl.GRPOTrainer(reward_funcs=distinct_words_reward, args=args, **trainer_kwargs)
+        config_cls, trainer_cls = ((trl.GRPOConfig, trl.GRPOTrainer) if row["trainer"] == "grpo" else
+                                   (trl.RLOOConfig, trl.RLOOTrainer))
+        args = config_cls(**common, max_completion_length=c, num_generations=row["num_generations"],
+                          beta=float(row["beta"] or 0.0), top_k=GRPO_TOP_K,
+                          generation_kwargs={"min_new_tokens": c, "remove_invalid_values": True})
+        trainer = trainer_cls(reward_funcs=distinct_words_reward, args=args, **trainer_kwargs)
     else:
         raise ValueError(f"unknown trainer {row['trainer']!r}")
     del model, ref_model
@@ -582,7 +681,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     if ds_cfg is not None:
         hf_ds = getattr(trainer.args, "hf_deepspeed_config", None)
         res["resolved"]["deepspeed"] = copy.deepcopy(getattr(hf_ds, "config", None))
-    if row["trainer"] == "grpo":
+    if row["trainer"] in GENERATING_TRAINERS:
         res["resolved"]["generation_kwargs_used"] = getattr(trainer, "generation_kwargs", None)
         res["resolved"]["ref_model_loaded"] = getattr(trainer, "ref_model", None) is not None
     history = [h for h in trainer.state.log_history if isinstance(h, dict)]
@@ -616,6 +715,12 @@ def _record_data(row: dict, trainer, tok, res: dict) -> None:
             data["chosen_tokens"] = p + len(first["chosen_ids"])
             data["rejected_tokens"] = p + len(first["rejected_ids"])
             data["sample_tokens"] = max(data["chosen_tokens"], data["rejected_tokens"])
+        elif row["trainer"] == "kto":
+            p = len(first["prompt_ids"])
+            data["prompt_tokens"] = p
+            data["sample_tokens"] = p + len(first["completion_ids"])
+            if "KL_completion_ids" in first:
+                data["kl_tokens"] = p + len(first["KL_completion_ids"])
         else:
             data["prompt_tokens"] = len(tok(first["prompt"], add_special_tokens=False)["input_ids"])
             data["sample_tokens"] = data["prompt_tokens"] + row["max_completion_len"]

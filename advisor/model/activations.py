@@ -160,7 +160,11 @@ def activation_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
         rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
         shared += rows * plan.seq_len ** 2 * pr.act // max(1, plan.cp_size)
     if plan.grad_ckpt:
-        inputs = 0 if plan.unsloth else d.L * t * d.h * pr.res
+        # Unsloth's "unsloth" checkpointing copies each layer's input to pinned host memory on a side stream
+        # (unsloth_zoo gradient_checkpointing.py UnslothCheckpointFunction); on the GPU stay the last layer's input
+        # (never offloaded) and the staging buffers of one layer input each (two when the GPU has room: double
+        # buffering), so three layer inputs in bf16
+        inputs = 3 * t * d.h * HALF if plan.unsloth else d.L * t * d.h * pr.res
         stack, transient = inputs + shared, per_layer + work
     else:
         stack, transient = d.L * per_layer + shared, work

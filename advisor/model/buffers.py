@@ -87,21 +87,22 @@ def qlora_dequant_bytes(d: Dims, plan: Plan) -> int:
 
 
 def reference_model_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
-    """A second, frozen model: the DPO/KTO/GRPO/RLOO reference when ref_model == "copy" (full fine-tuning; with PEFT
-    TRL disables the adapter instead, no copy), and the GKD teacher (a model of the same architecture). Loaded like the
-    policy (load dtype; DeepSpeed prepare_deepspeed -> 16-bit, ZeRO-3-partitioned at stage 3; FSDP2 prepare_fsdp ->
-    sharded)."""
+    """A second, frozen model: the DPO/KTO/GRPO/RLOO reference when ref_model is "copy" or "bema" (full fine-tuning;
+    with PEFT TRL disables the adapter instead, no copy; BEMA moves a copy's weights, it is a copy on the GPU), and the
+    GKD teacher (--teacher: its own parameter count). Loaded like the policy (load dtype; DeepSpeed prepare_deepspeed
+    -> 16-bit, ZeRO-3-partitioned at stage 3; FSDP2 prepare_fsdp -> sharded)."""
     if plan.trainer == "gkd":
         copy = plan.ref_model != "none"
     else:
-        copy = plan.ref_model == "copy" and plan.method == "full"
+        copy = plan.ref_model in ("copy", "bema") and plan.method == "full"
     if not copy:
         return 0
+    params = plan.teacher_params if plan.trainer == "gkd" and plan.teacher_params else d.P
     n = shard_count(plan)
     if plan.backend == "deepspeed":
-        b = d.P * pr.work
+        b = params * pr.work
         return b // n if plan.zero_stage == 3 else b
-    b = d.P * pr.load
+    b = params * pr.load
     return b // n if plan.backend == "fsdp2" else b
 
 

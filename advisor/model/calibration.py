@@ -51,5 +51,17 @@ fit: the one FSDP2 run measured, DPO Llama-3.1-8B full on 2 x H200 (bench/result
 peaked at 133.3 GiB against 110.1 GiB estimated; its setup (24 GiB) and AdamW states (30 GiB) were as estimated, the
 other 23 GiB (17 % of the GPU) appear in the forward and backward and no term explains them yet. Remove this when
 one does (rule MEM006 tells users)."""
+PLANNER_HEADROOM_FRACTION = 0.05
+"""Usable memory a plan the planner chooses keeps free beyond the safety margin (5%: about 4 GiB of an 80 GiB GPU), and
+the line below which rule MEM002 warns about a configuration someone pinned. A policy that covers the estimate's
+error near capacity (docs/accuracy.md: the under-predictions measured near the top of the GPU)."""
 HOST_PROCESS_BYTES = 4 * GIB
 """Host RAM one training process uses besides model tensors: Python, torch + CUDA libraries, tokenizer, dataloader."""
+
+UNSLOTH_UNMEASURED = ("the memory and speed predicted for this Unsloth plan are the plain Hugging Face estimate with "
+                      "Unsloth's offloaded gradient checkpointing counted; Unsloth's own kernels (chunked cross-entropy, "
+                      "RMSNorm, RoPE, fused LoRA) are not modelled and no Unsloth run is in the calibration (its "
+                      "environment could not be installed on the calibration GPU). Expect less memory and more speed; "
+                      "`trl-advisor verify` measures them.")
+"""Said wherever an Unsloth plan's figures appear (generate's notes, the bundle README): no constant here was
+fitted on an Unsloth run."""

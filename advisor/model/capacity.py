@@ -77,4 +77,8 @@ def host_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
         w = (frozen_base_bytes(d, plan, pr.load) if adapter else 0) + ptr * sb
         steady = procs * (w + ptr * sb + 2 * ptr * sb) // n
         pinned = procs * (w + ptr * sb) // n
+    if plan.ref_model == "bema":
+        # trl BEMACallback (device "cpu"): a running copy of the model built in the default dtype (fp32) from its
+        # config, plus θ0 and the EMA of every trained parameter in its own dtype, per process, for the whole run
+        steady += procs * (d.P * FP32 + 2 * trainable_params(d, plan) * pr.trained)
     return base + max(load, steady), pinned

@@ -13,6 +13,7 @@ from advisor.core.plan import Plan
 from advisor.core.request import Request
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
+from advisor.model.job import job_entry
 from advisor.model.memory import MemoryEstimate, estimate_memory
 from advisor.model.speed import SpeedEstimate, estimate_speed
 
@@ -64,7 +65,11 @@ def result_dict(req: Request | None, model: ModelSpec, target: Target, plan: Pla
                    "breakdown_bytes": breakdown, "host_bytes": mem.host_bytes, "pinned_bytes": mem.pinned_bytes,
                    "peak_phase": mem.phase, "detail_bytes": dict(mem.detail)},
         "speed": {"step_seconds": spd.step_seconds, "tokens_per_second": spd.tokens_per_second, "mfu": spd.mfu,
+                  "amortized_seconds_per_step": spd.amortized_seconds,
+                  "effective_tokens_per_second": spd.effective_tokens_per_second,
                   "breakdown_seconds": dict(spd.breakdown), "flops_per_step_per_gpu": spd.flops_per_step},
         "findings": list(findings or []),
         "notes": list(target.notes),
+        # the whole run's rate: one-off work outside the steps (precomputed reference log-probs) included
+        **job_entry(req, plan, spd.effective_tokens_per_second, target.world_size),
     }

@@ -132,6 +132,15 @@ class SpeedEstimate:
     """Trained tokens per second over all GPUs (Plan.tokens_per_step / step_seconds; DPO counts chosen + rejected)."""
     mfu: float
     """Model FLOPs utilization: useful training FLOPs (no recompute, reference or generation) / (step x peak), per GPU."""
+
+    @property
+    def effective_tokens_per_second(self) -> float:
+        """Tokens per second of the whole run, the work outside the steps included (what the planner ranks)."""
+        total = self.step_seconds + self.amortized_seconds
+        return self.tokens_per_second * self.step_seconds / total if total > 0 else 0.0
+    amortized_seconds: float = 0.0
+    """Work done outside the training steps, spread over one epoch's steps: precomputed reference log-probs (scored
+    once before training) and BEMA's periodic weight averaging. The planner ranks by effective_tokens_per_second."""
     breakdown: dict[str, float] = field(default_factory=dict)
     """Seconds per step: compute (GEMMs), elementwise (norms, RoPE, activation, residual adds, autocast casts),
     adapters (PEFT's elementwise work), attention, recompute, dequantize (QLoRA), reference (reference / KL / teacher
@@ -254,7 +263,14 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
         ref_passes = 1 + (2 if plan.ref_model != "precompute" else 0)  # KL pass of the policy + ref on both
     elif plan.trainer == "gkd":
         ref_passes = 1
-    reference = ref_passes * (mm_f + attn_f) / (peak * eff)
+    teacher_ratio = plan.teacher_params / d.P if plan.trainer == "gkd" and plan.teacher_params else 1.0
+    reference = ref_passes * teacher_ratio * (mm_f + attn_f) / (peak * eff)
+    # Precomputed reference log-probs run those reference forwards once over the dataset before training
+    # (DPOTrainer/KTOTrainer _precompute_ref_logps): for one epoch (the bundles' num_train_epochs=1) one reference
+    # forward per sample, the work a copy does at each step, done up front. Not in the step time (the training steps
+    # do not run it, as measured), but in SpeedEstimate.amortized_seconds, which the planner ranks by.
+    precompute_passes = {"dpo": 1, "kto": 2}.get(plan.trainer, 0) if plan.ref_model == "precompute" else 0
+    precompute = precompute_passes * (mm_f + attn_f) / (peak * eff)
 
     adapters = lora_elementwise_seconds(d, plan, target, pr) if adapter else 0.0
     fwd_passes = 1 + (1 if plan.grad_ckpt else 0)
@@ -279,7 +295,8 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     executed = train_mm + train_attn + recompute_mm + recompute_attn + ref_passes * (mm_f + attn_f)
     return {"compute": compute, "attention": attention, "recompute": recompute, "dequantize": dequant,
             "reference": reference, "adapters": adapters, "elementwise": elementwise, "gpu": gpu, "dispatch": dispatch,
-            "useful_flops": useful, "flops": executed, "backward": (compute + attention) * 2 / 3}
+            "useful_flops": useful, "flops": executed, "backward": (compute + attention) * 2 / 3,
+            "precompute": precompute}
 
 
 def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
@@ -580,5 +597,24 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
     step = sum(breakdown.values())
     peak = peak_flops(plan, target)
     mfu = ga * micro["useful_flops"] / (step * peak) if step > 0 else 0.0
+    amortized = ga * micro["precompute"] + bema_update_seconds(d, plan, target, pr)
     return SpeedEstimate(step_seconds=step, tokens_per_second=plan.tokens_per_step / step if step > 0 else 0.0,
-                         mfu=mfu, breakdown=breakdown, flops_per_step=ga * micro["flops"])
+                         mfu=mfu, amortized_seconds=amortized, breakdown=breakdown, flops_per_step=ga * micro["flops"])
+
+
+BEMA_UPDATE_FREQ = 400
+"""trl BEMACallback update_freq and ref_model_update_freq defaults (trl/trainer/callbacks.py, experimental/
+bema_for_ref_model/callback.py): the BEMA weights are updated, and the reference reloaded from them, every 400 steps."""
+
+
+def bema_update_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
+    """BEMA's periodic work per step, amortized over BEMA_UPDATE_FREQ steps: each trained parameter copied to the host
+    (`thetat.detach().to("cpu")`, over PCIe), the EMA and BEMA updates on the host (reading and writing the fp32
+    running model, the θ0 and EMA buffers: about 4 passes over fp32 copies, at host memory bandwidth), and the
+    reference model reloaded from the running model (`load_state_dict`, host to GPU)."""
+    if plan.ref_model != "bema":
+        return 0.0
+    pcie = PCIE_GBPS.get(target.gpu.pcie_gen, 25.0) * GB
+    transfer = 2 * d.P * pr.load / pcie
+    host = 4 * d.P * MU.FP32 / (HOST_MEMORY_BW_GBPS * GB)
+    return (transfer + host) / BEMA_UPDATE_FREQ

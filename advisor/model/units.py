@@ -26,11 +26,17 @@ CHUNK_STATS_PER_TOKEN = 7
 
 GKD_MAX_NEW_TOKENS = 128
 """trl.experimental.gkd.GKDConfig max_new_tokens default: the on-policy completion GKD generates."""
-GKD_LOGIT_COPIES = 12
-"""[tokens, vocab] tensors alive at once in GKDTrainer.compute_loss + generalized_jsd_loss (trl/experimental/gkd/
-gkd_trainer.py): student and teacher logits, each temperature-scaled copy and log_softmax, the two stacked shifted
-log-probs (2), their logsumexp mixture, the two kl_div outputs, the two weighted terms and their sum. GKD does not
-use the fused LM head in 1.16."""
+GKD_LOGIT_COPIES = 17
+"""fp32-sized [tokens, vocab] tensors alive at the peak of GKDTrainer.compute_loss + generalized_jsd_loss
+(trl/experimental/gkd/gkd_trainer.py; GKD does not use the fused LM head in 1.16). Counted from the code and bounded
+by a measured OOM (bench/results/verify-h200-2026-12-01-1217.jsonl, Qwen2.5-0.5B student, 1.5B teacher, micro-batch
+16 x 1024 tokens, vocab 151,936: one such tensor is 9.27 GiB; the run held 134.5 GiB allocated, about 14 of them
+beyond weights, activations and the teacher, when `jsd = beta * kl_teacher + ...` asked for the next). Alive there:
+student and teacher logits and their temperature-scaled copies (4: the logits count as fp32-sized, as the OOM
+shows), both log_softmax outputs (2, fp32 under autocast), the stacked log-probs (2) and their logsumexp mixture,
+each kl_div's exp(target) and output and the student side's (target - input) (5): 14. The weighted sum then adds
+beta * kl_teacher, (1 - beta) * kl_student and their sum: 17 at its peak. Counted, not fitted; a completed run
+has not measured the peak yet."""
 
 KERNEL_GRAIN = 2 * MIB
 """PyTorch's caching allocator rounds large blocks to 2 MiB (c10/cuda/CUDACachingAllocator.cpp kRoundLarge)."""

@@ -26,7 +26,19 @@ def test_list_prints_every_row_without_heavy_imports():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "HEAVY []" in lines
-    assert any(line.startswith("61 rows, 16 holdout") for line in lines)
+    from bench.matrix import build_matrix
+
+    rows = build_matrix()
+    holdout = sum(r["split"] == "holdout" for r in rows)
+    assert any(line.startswith(f"{len(rows)} rows, {holdout} holdout") for line in lines)
+    # the attention column: the advisor's choice on this machine for rows without a pin (Gemma-2 rejects sdpa: eager
+    # where neither flash-attn nor kernels is installed)
+    from bench import models as BM
+
+    expected = BM.machine_attention({"attn": None, "precision": "bf16"}, BM.resolve("gemma-2-2b"))[0]
+    assert expected in ("eager", "flash_attention_2")
+    gemma = [line for line in lines if line.startswith("sft-g2-2b-")]
+    assert gemma and all(line.split()[3] == expected[:6] for line in gemma)
 
 
 def test_unknown_row_name_is_a_usage_error(tmp_path):

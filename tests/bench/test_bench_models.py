@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench import models as BM
-from bench.matrix import MODELS
+from bench.matrix import FAMILY_MODELS, MODELS
+from bench.worker import special_ids
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -39,66 +40,123 @@ def test_config_fields_follow_the_catalogue():
     assert (llama.num_hidden_layers, llama.hidden_size, llama.intermediate_size) == (32, 4096, 14336)
     assert (llama.num_attention_heads, llama.num_key_value_heads, llama.head_dim) == (32, 8, 128)
     assert llama.vocab_size == 128256 and llama.attention_bias is False and llama.tie_word_embeddings is False
-    assert llama.rope_parameters["rope_type"] == "llama3" and llama.rope_parameters["rope_theta"] == 500000.0
+    assert llama.rope_parameters["rope_theta"] == 500000.0  # render.MODEL_TYPE_DEFAULTS, from Llama-3.1's config
 
 
-@pytest.mark.parametrize("model_id", MODELS)
-def test_tiny_version_instantiates_and_runs_on_cpu(model_id):
-    arch = BM.arch_dict(BM.resolve(model_id))
-    heads = 4
-    kv = 2 if arch["kv_heads"] < arch["heads"] else 4
-    tiny = dict(arch, layers=2, hidden=64, intermediate=128, heads=heads, kv_heads=kv, head_dim=16, vocab=512)
-    model = transformers.AutoModelForCausalLM.from_config(BM.hf_config(tiny), dtype=torch.float32)
-    attn = model.model.layers[0].self_attn
-    assert (attn.q_proj.bias is not None) == arch["qkv_bias"]
-    assert (model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()) == arch["tied_embeddings"]
-    out = model(input_ids=torch.randint(0, 512, (2, 8)))
-    assert out.logits.shape == (2, 8, 512)
+def test_config_fields_are_the_bundles():
+    """The benchmark builds from the same config.json fields as a generated bundle's --random-init model."""
+    from advisor.bundle.render import model_config_fields
+
+    for model_id in (*MODELS, *FAMILY_MODELS):
+        spec = BM.resolve(model_id)
+        model_type, kw = BM.hf_config_kwargs(BM.arch_dict(spec))
+        assert {"model_type": model_type, **kw} == model_config_fields(spec), model_id
 
 
-def test_unsupported_architectures_are_refused():
-    arch = BM.arch_dict(BM.resolve("qwen2.5-0.5b"))
-    with pytest.raises(ValueError, match="not supported"):
-        BM.hf_config_kwargs(dict(arch, model_type="mixtral"))
-    with pytest.raises(ValueError, match="without qkv_bias"):
-        BM.hf_config_kwargs(dict(arch, qkv_bias=False))
-    with pytest.raises(ValueError, match="head_dim"):
-        BM.hf_config_kwargs(dict(arch, head_dim=128))
+@pytest.mark.parametrize("model_id", FAMILY_MODELS)
+def test_every_catalogue_family_builds_with_the_catalogue_parameter_count(model_id):
+    """On the meta device (no memory): the parameter count the catalogue states (checked against the published
+    counts in tests/catalog/test_param_counts.py) is the one the built model has."""
+    spec = BM.resolve(model_id)
+    cfg = BM.hf_config(BM.arch_dict(spec))
+    assert cfg.model_type == {"gemma3": "gemma3_text"}.get(spec.model_type, spec.model_type)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    assert model.num_parameters() == spec.params
+    if spec.is_moe:
+        assert cfg.num_experts_per_tok == spec.experts_per_token
 
 
-def test_fallback_matches_the_catalogue_when_it_exists():
-    catalog = pytest.importorskip("advisor.catalog")
-    from advisor.core.specs import ModelSpec
+def test_catalogue_model_types_are_all_supported():
+    from advisor.catalog.lookup import all_models
 
-    for model_id, fields in BM.FALLBACK.items():
-        ours = ModelSpec(id=model_id, **fields)
-        theirs = catalog.resolve_model(model_id)
-        for key in ("model_type", "layers", "hidden", "intermediate", "heads", "kv_heads", "head_dim", "vocab",
-                    "tied_embeddings", "qkv_bias"):
-            assert getattr(ours, key) == getattr(theirs, key), (model_id, key)
+    types = {spec.model_type for spec in all_models()}
+    assert types <= set(BM.SUPPORTED_MODEL_TYPES)
+    covered = {BM.resolve(mid).model_type for mid in (*MODELS, *FAMILY_MODELS)}
+    assert types - {"gemma3"} <= covered  # gemma3 (multimodal) builds as its text decoder, gemma3_text
 
 
-def test_complete_arch_counts_parameters():
-    a = BM.complete_arch({"model_type": "llama", "layers": 2, "hidden": 64, "intermediate": 128, "heads": 4,
-                          "kv_heads": 2, "vocab": 512, "tied_embeddings": False})
-    # 2 layers x (q 64x64 + k,v 2x64x32 + o 64x64 + mlp 3x64x128 + 2 norms of 64) + embed and head 2x512x64 + norm
-    expected = 2 * (4096 + 4096 + 4096 + 3 * 8192 + 128) + 2 * 512 * 64 + 64
-    assert a["params"] == expected and a["head_dim"] == 16
+@pytest.mark.parametrize("model_id", FAMILY_MODELS)
+def test_tiny_version_of_every_family_runs_on_cpu(model_id):
+    spec = BM.resolve(model_id)
+    changes = dict(layers=2, hidden=64, intermediate=128 if spec.intermediate else 0, heads=4,
+                   kv_heads=4 if spec.heads == spec.kv_heads else 2, head_dim=16, vocab=512)
+    if spec.is_moe:
+        changes.update(num_experts=4, experts_per_token=2, moe_intermediate=32)
+    if spec.sliding_window:
+        changes.update(sliding_window=8)
+    tiny = spec.with_(**changes)
+    cfg = BM.hf_config(BM.arch_dict(tiny), special_ids=special_ids(512))  # Phi-3's default pad id is 32000
+    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    assert model.num_parameters() == tiny.params
+    out = model(input_ids=torch.randint(0, 512, (2, 12)))
+    assert out.logits.shape == (2, 12, 512)
 
 
-def test_broken_catalogue_falls_back_for_benchmark_models(monkeypatch):
-    import types
+def test_reduced_depth_rows_build_and_predict_the_same_depth():
+    row = {"model": "qwen3-30b-a3b", "layers": 8}
+    spec = BM.row_spec(row)
+    full = BM.resolve("qwen3-30b-a3b")
+    assert spec.layers == 8 and full.layers == 48
+    # 8 of 48 layers: the embeddings and head stay, the per-layer parameters scale
+    per_layer = (full.params - spec.params) / 40
+    assert spec.params == pytest.approx(full.params - 40 * per_layer)
+    arch = BM.arch_dict(spec)
+    assert arch["layers"] == 8 and arch["params"] == spec.params
+    assert BM.hf_config(arch).num_hidden_layers == 8
 
-    broken = types.ModuleType("advisor.catalog")
 
-    def resolve_model(name):
-        raise RuntimeError("models.toml is being edited")
+def test_machine_attention_is_the_advisors_choice_for_the_packages_installed():
+    gemma, qwen = BM.resolve("gemma-2-2b"), BM.resolve("qwen3-0.6b")
+    row = {"attn": None, "precision": "bf16"}
+    assert BM.machine_attention(row, gemma, installed={})[0] == "eager"  # Gemma-2 rejects sdpa; no flash-attn
+    assert BM.machine_attention(row, gemma, installed={"kernels": "0.11.1"})[0] == "flash_attention_2"
+    assert BM.machine_attention(row, qwen, installed={})[0] == "sdpa"
+    assert BM.machine_attention({"attn": "eager", "precision": "bf16"}, qwen, installed={}) == ("eager", "row pin")
 
-    broken.resolve_model = resolve_model
-    monkeypatch.setitem(__import__("sys").modules, "advisor.catalog", broken)
-    monkeypatch.setattr(BM, "_catalog_error", None)
-    spec = BM.resolve("qwen2.5-3b")
-    assert (spec.layers, spec.hidden, spec.vocab) == (36, 2048, 151936)
-    assert BM.spec_source().startswith("bench-fallback (catalog failed: RuntimeError")
-    with pytest.raises(RuntimeError):
-        BM.resolve("some-other-model")
+
+_LIGER_SCRIPT = r"""
+import json, sys
+import torch, transformers
+from bench import models as BM
+from bench.worker import liger_apply_call, special_ids
+out = {}
+for model_id in sys.argv[1:]:
+    spec = BM.resolve(model_id)
+    changes = dict(layers=2, hidden=64, intermediate=128, heads=4, kv_heads=2, head_dim=16, vocab=512)
+    if spec.sliding_window:
+        changes["sliding_window"] = 8
+    called = liger_apply_call(spec.model_type)
+    cfg = BM.hf_config(BM.arch_dict(spec.with_(**changes)), special_ids=special_ids(512))
+    model = transformers.AutoModelForCausalLM.from_config(cfg)
+    out[model_id] = {"called": called, "modules": sorted({type(m).__name__ for m in model.modules()})}
+print("RESULT" + json.dumps(out))
+"""
+LIGER_MODELS = ("qwen3-0.6b", "gemma-2-2b", "gemma-3-1b", "phi-3-mini", "llama-3.2-1b", "mistral-7b-v0.3")
+
+
+def test_liger_is_applied_the_bundles_way():
+    """liger_kernel.transformers.apply_liger_kernel_to_<model_type> before the build (in a subprocess: it patches
+    transformers' modules): the model then holds Liger's RMSNorm and gated MLP. Nothing runs (Triton needs a GPU)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("liger_kernel")
+    proc = subprocess.run([sys.executable, "-c", _LIGER_SCRIPT, *LIGER_MODELS], capture_output=True, text=True,
+                          timeout=600, cwd=Path(__file__).resolve().parents[2])
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-2000:]
+    results = json.loads(line[0][len("RESULT"):])
+    for model_id in LIGER_MODELS:
+        got = results[model_id]
+        spec = BM.resolve(model_id)
+        assert got["called"]["path"] == f"liger_kernel.transformers.apply_liger_kernel_to_{spec.model_type}"
+        kwargs = got["called"]["kwargs"]
+        assert kwargs["rope"] and kwargs["rms_norm"] and not kwargs["fused_linear_cross_entropy"]
+        assert not kwargs["cross_entropy"]
+        gated = "geglu" if spec.model_type.startswith("gemma") else "swiglu"
+        assert kwargs[gated] is True and ({"geglu", "swiglu"} - {gated}).isdisjoint(kwargs), model_id
+        assert any(m.startswith("LigerRMSNorm") for m in got["modules"]), (model_id, got["modules"])
+        assert any(m.startswith("Liger") and "MLP" in m for m in got["modules"]), (model_id, got["modules"])

@@ -248,3 +248,30 @@ def test_a_row_nothing_can_overtake_runs_even_if_not_ready(tmp_path):
     o = opts(tmp_path, ready=lambda r: False)
     s = R.run_rows(rows("ok", "ok"), fake.child, o)
     assert [r["name"] for r in s.results] == ["r0-ok", "r1-ok"]
+
+
+def test_a_row_waits_for_the_row_it_requires_and_is_skipped_without_it(tmp_path):
+    # r0 (the "pick") is not ready at first, so r1, which requires it, must wait rather than run before it;
+    # r3 requires r2, which the budget skips, so r3 is skipped too (a later run measures both)
+    rs = rows("ok", "ok", ("ok", 1), ("ok", 2))
+    rs[1]["requires"] = rs[0]["name"]
+    rs[2]["est_seconds"] = 1000.0
+    rs[3]["requires"] = rs[2]["name"]
+    calls = {"n": 0}
+
+    def ready(r):
+        calls["n"] += 1
+        return r["name"] != rs[0]["name"] or calls["n"] > 3
+
+    o = opts(tmp_path, ready=ready, budget_seconds=100.0)
+    s = R.run_rows(rs, fake.child, o)
+    ran = [r["name"] for r in s.results]
+    assert ran.index(rs[0]["name"]) < ran.index(rs[1]["name"])
+    assert rs[2]["name"] in s.skipped and rs[3]["name"] in s.skipped
+    recs = {r["name"]: r for r in R.read_records(o.out_path)}
+    assert recs[rs[3]["name"]]["status"] == "skipped" and "requires" in recs[rs[3]["name"]]["reason"]
+    # already recorded in an earlier run: the requirement is met
+    o2 = opts(tmp_path, out_path=str(tmp_path / "again.jsonl"), resume_from=(o.out_path,))
+    rs[2]["est_seconds"] = 1.0
+    s2 = R.run_rows([rs[1], rs[2], rs[3]], fake.child, o2)
+    assert [r["name"] for r in s2.results] == [rs[2]["name"], rs[3]["name"]] and rs[1]["name"] in s2.resumed

@@ -153,3 +153,49 @@ def test_clear_build_locks_removes_only_the_named_ops_locks(tmp_path, monkeypatc
     assert removed == [str(tmp_path / "fused_adam" / "lock")]
     assert not (tmp_path / "fused_adam" / "lock").exists() and (tmp_path / "cpu_adam" / "lock").exists()
     assert W.clear_build_locks(["fused_adam"]) == []
+
+
+def test_kto_and_rloo_pieces(rows):
+    kto = by(rows, trainer="kto")[0]
+    lens = W.dataset_lengths(kto)
+    assert lens["prompt"] + lens["completion"] == kto["seq_len"]
+    # the advisor's Plan.tokens_per_step counts each KTO sample once (its KL and reference passes are extra work)
+    assert W.nominal_tokens_per_step(kto) == kto["micro_batch"] * kto["seq_len"]
+    assert W.n_samples(kto, 4) == kto["micro_batch"] * 4 and W.ckpt_keys(kto) == []
+    rloo = by(rows, trainer="rloo")[0]
+    assert rloo["beta"] > 0 and W.ckpt_keys(rloo) == [f"{rloo['model']}-bf16"]  # its KL reference, loaded by name
+    assert W.measured_steps(rloo, 5) == W.GRPO_MEASURED_STEPS
+    assert W.dataset_lengths(rloo)["completion"] == rloo["max_completion_len"]
+
+
+def test_row_steps_cap_the_measured_steps(rows):
+    capped = [r for r in rows if r.get("steps")]
+    assert capped and all(W.measured_steps(r, 3) == min(3, r["steps"]) for r in capped)
+    assert all(r["backend"] != "deepspeed" for r in capped)  # ZeRO-3's second step is still slow: never cut those
+
+
+def test_kto_data_is_balanced_and_exact():
+    pytest.importorskip("datasets")
+    vocab = 512
+    tok = W.build_tokenizer(vocab)
+    row = dict(trainer="kto", seq_len=64, micro_batch=4, grad_accum=1, num_generations=None, max_completion_len=None)
+    ds = W.build_dataset(row, vocab, total_steps=2)
+    assert len(ds) == 8 and sum(ds["label"]) == 4
+    ex = ds[0]
+    full = tok(ex["prompt"] + ex["completion"] + "<eos>", add_special_tokens=False)["input_ids"]
+    assert len(full) == 64 and len(tok(ex["prompt"], add_special_tokens=False)["input_ids"]) == 32
+
+
+def test_liger_follows_the_bundles():
+    """The keyword arguments are the generated train.py's (its apply_liger_kernels `wanted` dict)."""
+    import ast
+    import re
+
+    template = (Path(ROOT) / "advisor" / "bundle" / "templates" / "train.py.j2").read_text()
+    wanted = re.search(r"wanted = (\{[^}]*\})", template)
+    assert wanted and ast.literal_eval(wanted.group(1)) == W.LIGER_KWARGS
+    assert W.liger_function_name("qwen3") == "apply_liger_kernel_to_qwen3"
+    assert "apply_liger_kernel_to_{model.model_type}" in (Path(ROOT) / "advisor" / "bundle" / "render.py").read_text()
+    assert W.apply_liger({"liger": False}, {"model_type": "qwen3"}, cuda=True) == {"applied": False, "path": None}
+    cpu = W.apply_liger({"liger": True}, {"model_type": "qwen3"}, cuda=False)
+    assert cpu["applied"] is False and "cpu" in cpu["why"]

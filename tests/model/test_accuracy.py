@@ -230,3 +230,69 @@ def test_bundles_run_by_verify_are_still_predicted():
             assert now["per_gpu_peak_bytes"] + MC.FSDP2_UNEXPLAINED_MARGIN_FRACTION * gpu >= measured, r["case"]
         else:
             assert abs(err) <= 0.06, (r["case"], err)
+
+
+# ---------------------------------------------------------------------------------------------------- issue 14
+def test_leave_one_family_out_refits_without_the_family_and_restores_the_constants(report):
+    from advisor.model import speed as S
+
+    before = {n: getattr(S, n) for n in A._speed_constants()}
+    lofo = A.leave_one_family_out(report.rows)
+    assert {n: getattr(S, n) for n in before} == before  # the module is left as it was
+    fams = {x["family"]: x for x in lofo}
+    assert set(fams) == {e.family for e in report.rows}
+    assert {"qwen2", "llama"} <= set(fams)
+    for x in lofo:
+        assert x["n"] == sum(1 for e in report.rows if e.family == x["family"] and e.run.status == "ok")
+        assert len(x["mem"]) == x["n"]
+        # trained only on the other families' fit runs
+        assert x["n_train"] == sum(1 for e in report.rows if e.family != x["family"] and e.run.split == "fit"
+                                   and e.run.status == "ok" and e.run.step_seconds)
+        if x["step_lofo"] is not None:
+            assert len(x["step_lofo"]) == len(x["step_as_fitted"])
+
+
+def test_the_refit_does_not_worsen_its_own_objective(report):
+    prepared = [p for p in A._prepared(report.rows) if p[0].run.split == "fit"]
+    start = A._mean_log(prepared)
+    from advisor.model import speed as S
+
+    refit = A.refit_speed(prepared)
+    old = {n: getattr(S, n) for n in refit}
+    try:
+        for n, v in refit.items():
+            setattr(S, n, v)
+        assert A._mean_log(prepared) <= start + 1e-12
+    finally:
+        for n, v in old.items():
+            setattr(S, n, v)
+
+
+def test_nearest_rank_quantile():
+    values = [0.05, -0.01, 0.02, 0.10]
+    assert A.nearest_rank(values, 0.5) == 0.02
+    assert A.nearest_rank(values, 0.95) == 0.10  # fewer than 20 values: the largest
+    assert A.nearest_rank(list(range(1, 101)), 0.95) == 95
+    assert A.nearest_rank([], 0.95) is None
+
+
+def test_near_plan_distribution_and_the_margin_it_implies(report):
+    d = A.near_plan_distribution(report.rows)
+    assert d["ok"] and all(e.near_plan and e.run.status == "ok" for e in d["ok"])
+    for e in d["ok"]:
+        assert e.pred_reserved >= (1 - A.NEAR_PLAN_FRACTION) * e.usable
+    q = A.nearest_rank(d["u_reserved"], A.UNDER_QUANTILE)
+    assert d["quantile"] == q
+    assert d["margin"] == pytest.approx(max(0.0, q / (1 + q)))
+    # the margin's arithmetic: a plan predicted at usable / (1 + u) that needs u more fills the usable memory exactly
+    u = 0.08
+    assert (1 - u / (1 + u)) * (1 + u) == pytest.approx(1.0)
+
+
+def test_reduced_depth_rows_are_predicted_at_their_depth(report):
+    run = next(e.run for e in report.rows if e.run.source == "bench" and e.run.knobs.get("model") == "qwen2.5-7b")
+    knobs = dict(run.knobs, layers=14)
+    full = A.evaluate([run])[0]
+    half = A.evaluate([A.Run(**{**run.__dict__, "knobs": knobs})])[0]
+    assert half.model.layers == 14 and full.model.layers == 28
+    assert half.pred_allocated < full.pred_allocated
