@@ -76,13 +76,18 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
     t.add_argument("--vllm", help="none | colocate | server")
     t.add_argument("--vllm-gpus", type=_positive_int, help="GPUs per node for the vLLM server")
     t.add_argument("--vllm-mem-fraction", type=_float, help="GPU fraction vLLM reserves in colocate mode")
-    t.add_argument("--ref-model", help="copy | precompute | none")
+    t.add_argument("--ref-model", help="copy | precompute | none | bema (DPO/KTO reference)")
+    t.add_argument("--teacher", metavar="MODEL", help="GKD: the teacher model (same forms as --model; required for GKD)")
+    j = p.add_argument_group("job size (reports the whole run's hours and GPU-hours; give one)")
+    j.add_argument("--tokens", type=_positive_int, help="trained tokens, counted as tokens/s counts them")
+    j.add_argument("--steps", type=_positive_int, help="optimizer steps (global batch x --seq-len tokens each)")
 
 
 REQUEST_FIELDS = ("model", "trainer", "method", "lora_r", "gpus", "nodes", "gpu", "hardware", "seq_len", "micro_batch",
                   "grad_accum", "global_batch", "backend", "zero", "offload", "offload_device", "grad_ckpt", "liger",
                   "attn", "precision", "packing", "sp_size", "cp_size", "unsloth", "num_generations",
-                  "max_completion_len", "vllm", "vllm_gpus", "vllm_mem_fraction", "ref_model", "trust_remote_code")
+                  "max_completion_len", "vllm", "vllm_gpus", "vllm_mem_fraction", "ref_model", "teacher",
+                  "trust_remote_code", "tokens", "steps")
 
 
 def request_from_args(args: argparse.Namespace):
@@ -175,15 +180,27 @@ def cmd_check(args) -> int:
     from advisor import check
 
     if args.bundle:
-        report = check.check_bundle(args.bundle, hardware=args.hardware)
+        # REQUEST flags fill what the files lack and override what they state (each override is a finding)
+        flags = {name: getattr(args, name) for name in REQUEST_FIELDS if name not in ("model", "hardware")}
+        request = request_from_args(args) if any(v not in (None, False) for v in flags.values()) or args.model \
+            else None
+        if request is not None and request.model is None:
+            from dataclasses import replace
+
+            request = replace(request, model="")
+        report = check.check_bundle(args.bundle, hardware=args.hardware, request=request)
     else:
         if not args.model:
             raise AdvisorError("check needs --model (or --bundle DIR)", hint="trl-advisor check --model 7B --gpus 8")
+        if args.trainer is None:
+            args.trainer = "sft"
         report = check.check_request(request_from_args(args))
     for note in getattr(report, "notes", []) or []:
         _note(note)
     if args.json:
         _print_json(report.to_json())
+    elif args.bundle:
+        _emit(check.render_bundle_check(report))
     else:
         _emit(rules.render_check(report).rstrip("\n") + "\n")
     return ExitCode.OK if report.ok else ExitCode.FINDINGS
@@ -200,6 +217,24 @@ def cmd_generate(args) -> int:
     else:
         _emit(outcome.render() + "\n")
     return ExitCode.OK
+
+
+def cmd_recommend(args) -> int:
+    from advisor.catalog.prices import parse_price_flag
+    from advisor.recommend import recommend, recommendation_json, render_recommendation
+
+    limits = {k: v for k, v in (("max_gpus", args.max_gpus), ("max_nodes", args.max_nodes)) if v is not None}
+    rec = recommend(request_from_args(args), gpu_types=args.gpu_types.split(",") if args.gpu_types is not None
+                    else None, prices=dict(parse_price_flag(text) for text in args.price or ()),
+                    budget_usd=args.budget_usd, deadline_hours=args.deadline_hours, sort=args.sort, **limits)
+    if args.json:
+        _print_json(recommendation_json(rec))
+    else:
+        _emit(render_recommendation(rec, show_all=args.all) + "\n")
+    # a budget or deadline no option meets is "nothing feasible" for scripts (exit 1), with the table still shown
+    missed = (args.budget_usd is not None and rec.within_budget is None) or (
+        args.deadline_hours is not None and rec.within_deadline is None)
+    return ExitCode.FINDINGS if missed else ExitCode.OK
 
 
 def cmd_explain(args) -> int:
@@ -230,18 +265,42 @@ def cmd_verify(args) -> int:
     from advisor.verify import verify
 
     outcome = verify(args.dir, steps=args.steps, random_init=args.random_init, synthetic_data=args.synthetic_data,
-                     timeout_seconds=args.timeout)
+                     timeout_seconds=args.timeout, full_steps=args.full_steps, dry_run=args.dry_run)
     if args.json:
         _print_json(outcome.to_json())
     else:
         _emit(outcome.render() + "\n")
+    for path in outcome.reports:
+        _note(f"report {path}" if not path.startswith("not written") else path)
+    if outcome.interrupted:
+        return 130  # as a shell reports a command ended by Ctrl-C (128 + SIGINT)
+    if args.dry_run:
+        return ExitCode.OK
     return ExitCode.OK if outcome.passed else ExitCode.FINDINGS
 
 
 def cmd_wizard(args) -> int:
+    """The wizard, with the REQUEST flags filled in (`args` None: bare `trl-advisor`). It needs a terminal on both
+    stdin and stdout; without one, the usage and a usage error (exit 2), never a screen written into a pipe."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if args is not None and getattr(args, "print_usage", None):
+            args.print_usage(sys.stderr)
+        else:
+            build_parser().print_help(sys.stderr)
+        raise AdvisorError("the wizard needs a terminal: stdin and stdout are not both one",
+                           hint="run it in a terminal, or give a command: trl-advisor generate --model 8B --gpus 8 "
+                                "--gpu H100-80GB")
+    request = None
+    if args is not None:
+        from advisor.resolve import check_request
+
+        request = request_from_args(args)
+        if request.model is None:
+            request = request.with_(model="")  # the wizard asks for it
+        check_request(request)  # a value wrong whatever the hardware: the same error as generate, before the screen
     from tui import run_wizard
 
-    return run_wizard()
+    return run_wizard(request)
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
@@ -283,12 +342,29 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp = command("check", cmd_check, "run every rule against a configuration or an existing bundle")
     add_request_flags(sp, model_required=False)
-    sp.add_argument("--bundle", metavar="DIR", help="check user files: ds_config.json, accelerate YAML, train.py")
+    sp.set_defaults(trainer=None)  # with --bundle, only a --trainer the user gives overrides the files (default sft)
+    sp.add_argument("--bundle", metavar="DIR", help="check the plan the files describe (ds_config.json, accelerate "
+                    "YAML, train.py CONFIG, TRL YAML, requirements.txt) against the rules and the estimate; "
+                    "REQUEST flags fill what the files lack and override what they state")
     sp.add_argument("--json", action="store_true")
     sp = command("generate", cmd_generate, "search the plans, pick the fastest that fits, write the bundle")
     add_request_flags(sp)
     sp.add_argument("--out", metavar="DIR", help="output folder (default generated/<name>/)")
     sp.add_argument("--force", action="store_true", help="replace an existing output folder")
+    sp.add_argument("--json", action="store_true")
+    sp = command("recommend", cmd_recommend, "which GPUs to rent for a job (--tokens N or --steps N): every "
+                 "catalogue GPU type and count planned, ranked by time and cost")
+    add_request_flags(sp)
+    r = sp.add_argument_group("what to rent (no --gpu, --gpus, --nodes or --hardware: recommend chooses them)")
+    r.add_argument("--gpu-types", metavar="A,B,...", help="GPU types to consider (default: every supported one)")
+    r.add_argument("--max-gpus", type=_positive_int, help="most GPUs of one type (default 64: 8 nodes of 8)")
+    r.add_argument("--max-nodes", type=_positive_int, help="most nodes of 8 GPUs (default 8)")
+    r.add_argument("--price", action="append", metavar="GPU=USD",
+                   help="USD per GPU-hour for a GPU type, replacing the reference price (repeatable)")
+    r.add_argument("--budget-usd", type=_float, help="also pick the fastest option costing at most this")
+    r.add_argument("--deadline-hours", type=_float, help="also pick the cheapest option done within this")
+    r.add_argument("--sort", default="time", help="time | cost: the table's order (default time)")
+    r.add_argument("--all", action="store_true", help="list every feasible option, not only the front and picks")
     sp.add_argument("--json", action="store_true")
     sp = command("explain", cmd_explain, "a rule's documentation")
     sp.add_argument("rule_id", metavar="RULE_ID")
@@ -297,12 +373,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--matrix", action="store_true", help="the compatibility matrix")
     sp = command("verify", cmd_verify, "run a bundle briefly on the GPUs here and compare with its predictions")
     sp.add_argument("dir", nargs="?", default=".", metavar="DIR")
-    sp.add_argument("--steps", type=_positive_int, default=10)
+    sp.add_argument("--steps", type=_positive_int, default=None,
+                    help="optimizer steps of the run (default: warm-up + 4 timed steps; 10 with --full-steps)")
     sp.add_argument("--random-init", action="store_true", help="random weights from the recorded architecture")
     sp.add_argument("--synthetic-data", action="store_true", help="generated tokens, local tokenizer (offline)")
+    sp.add_argument("--full-steps", action="store_true",
+                    help="run the plan's own gradient accumulation (default: quick mode, fewer micro-batches per "
+                         "step, the step time scaled back to the plan)")
+    sp.add_argument("--dry-run", action="store_true",
+                    help="make the checks that start nothing and print the command, environment and checks a run "
+                         "would make; exit 0")
     sp.add_argument("--timeout", type=_positive_int, default=1200, metavar="SECONDS",
                     help="stop the run after this long (default 1200)")
     sp.add_argument("--json", action="store_true")
+    sp = command("wizard", cmd_wizard, "the interactive wizard, with the REQUEST flags filled in (needs a terminal)")
+    add_request_flags(sp, model_required=False)
+    sp.set_defaults(print_usage=sp.print_usage)  # a callable, not a flag: the text checks skip it
     return p
 
 
@@ -351,10 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         if not argv:
-            if sys.stdin.isatty() and sys.stdout.isatty():
-                return cmd_wizard(None)
-            parser.print_help(sys.stderr)
-            return ExitCode.USAGE
+            return cmd_wizard(None)  # on a terminal the wizard; elsewhere the help and a usage error (exit 2)
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
             raise AdvisorError("no command given", hint="see `trl-advisor --help`")

@@ -4,7 +4,7 @@ itself as data (rules/data/compat.toml, shown by `trl-advisor rules --matrix`)."
 from __future__ import annotations
 
 from rules import vercmp
-from rules.common import truthy, uses_hf_kernels, uses_use_kernels
+from rules.common import NO_FILES, truthy, uses_hf_kernels, uses_use_kernels
 from rules.datafiles import load_toml
 from rules.model import Context, Result, fail, na, ok
 from rules.registry import rule
@@ -51,6 +51,21 @@ def vllm_window(trl_version: str | None) -> str | None:
     return load_toml("compat.toml")["vllm"]["window"].get(key)
 
 
+def vllm_requires(vllm_version: str | None) -> dict[str, str] | None:
+    """package -> specifier that the given vLLM release requires of the environment it shares with training
+    (transformers, torch; compat.toml [vllm.requires]); None when that release is not recorded."""
+    if not vllm_version:
+        return None
+    table = load_toml("compat.toml")["vllm"].get("requires", {})
+    for release, requires in table.items():
+        try:
+            if vercmp.compare(vllm_version, release) == 0:
+                return dict(requires)
+        except vercmp.VersionError:
+            return None
+    return None
+
+
 @rule(id="CMP001", name="deepspeed-fsdp-exclusive", severity="error", seed="DS-01",
       reads=("plan.backend", "files.trl_args.deepspeed", "files.trl_args.fsdp", "files.accelerate.distributed_type"))
 def deepspeed_fsdp_exclusive(ctx: Context) -> Result:
@@ -88,32 +103,45 @@ def deepspeed_fsdp_exclusive(ctx: Context) -> Result:
     return ok("one backend")
 
 
-@rule(id="CMP002", name="unsloth-rejects-deepspeed", severity="error", seed="U-02", auto_fix=True,
-      reads=("plan.unsloth", "plan.backend"))
-def unsloth_rejects_deepspeed(ctx: Context) -> Result:
-    """Unsloth does not run under DeepSpeed.
+@rule(id="CMP002", name="unsloth-deepspeed-stages", severity="error", seed="U-02", auto_fix=True,
+      reads=("plan.unsloth", "plan.backend", "plan.zero_stage", "plan.method", "plan.trainer"))
+def unsloth_deepspeed_stages(ctx: Context) -> Result:
+    """Unsloth runs under DeepSpeed ZeRO-2, and ZeRO-3 without 4-bit weights (and, for GRPO/RLOO, without a trained LM
+    head).
 
     ## Why
-    Unsloth's maintainers say DeepSpeed "never worked" and results may be wrong; LLaMA-Factory refuses Unsloth with
-    ZeRO-3; Unsloth 2026.10's native FSDP2 path raises "UNSLOTH_FSDP2=1 was set on a DeepSpeed launch".
+    Unsloth 2026.10's loader detects the ZeRO stage (unsloth/models/loader_utils.py `deepspeed_zero_stage`, from the
+    transformers/accelerate DeepSpeed config or ACCELERATE_DEEPSPEED_ZERO_STAGE). Under ZeRO-2 each rank gets its own
+    GPU (`prepare_device_map`) and every patch stays on. Under ZeRO-3 it drops the automatic device_map
+    (`deepspeed_zero3_device_map`) and marks MoE and fused-LoRA blocks as ZeRO-3 leaves; but it sets the 4-bit
+    weights' quant storage only on its FSDP2 path (`set_fsdp2_quant_storage`), so QLoRA under ZeRO-3 keeps uint8
+    storage ZeRO-3 cannot shard with the rest, and its fused cross-entropy raises NotImplementedError for a trainable
+    lm_head under ZeRO-3 on the GRPO path (unsloth_zoo fused_losses `unsloth_zero3_gathered`). Its own FSDP2 path
+    refuses a DeepSpeed launch.
 
     ## Fix
-    With Unsloth use one GPU or DDP (`--backend ddp`); for sharding drop Unsloth and use DeepSpeed/FSDP2.
+    Use ZeRO-2 with QLoRA (and with full GRPO/RLOO), or LoRA under ZeRO-3; or drop `--unsloth`.
 
     ## Example
-    `--unsloth --backend deepspeed --zero 2` fails; `--unsloth --backend ddp` passes.
+    `--unsloth --method qlora --backend deepspeed --zero 3` fails; `--zero 2` passes.
 
     ## References
-    - https://github.com/unslothai/unsloth/issues/2147
-    - https://github.com/hiyouga/LlamaFactory/issues/6940
+    - https://pypi.org/project/unsloth/2026.10.9/
+    - https://github.com/unslothai/unsloth/blob/main/unsloth/models/loader_utils.py
+    - https://github.com/unslothai/unsloth-zoo/blob/main/unsloth_zoo/fused_losses/cross_entropy_loss.py
     """
-    if not ctx.plan.unsloth:
+    p = ctx.plan
+    if not p.unsloth:
         return na("no Unsloth")
-    if ctx.plan.backend != "deepspeed":
-        return ok(f"backend {ctx.plan.backend}")
-    backend = "ddp" if ctx.plan.num_processes > 1 else "single"
-    return fail("Unsloth under DeepSpeed is not supported", f"use --backend {backend} with Unsloth, or drop --unsloth",
-                {"backend": backend, "zero_stage": 0, "offload": "none"})
+    if p.backend != "deepspeed" or p.zero_stage < 3:
+        return ok(f"backend {p.backend}" + (f" ZeRO-{p.zero_stage}" if p.backend == "deepspeed" else ""))
+    if p.method == "qlora":
+        return fail("Unsloth QLoRA under ZeRO-3: Unsloth sets the 4-bit quant storage only for FSDP2, so ZeRO-3 cannot "
+                    "shard the 4-bit weights", "use --zero 2 with Unsloth QLoRA", {"zero_stage": 2})
+    if p.trainer in ("grpo", "rloo") and p.method == "full":
+        return fail("Unsloth full GRPO/RLOO under ZeRO-3: its fused loss refuses a trained lm_head there",
+                    "use --zero 2, or LoRA", {"zero_stage": 2})
+    return ok("ZeRO-3 with an adapter: Unsloth's ZeRO-3 set-up applies")
 
 
 @rule(id="CMP003", name="unsloth-multi-gpu", severity="warning", seed="U-01",
@@ -215,36 +243,41 @@ def liger_overlaps_unsloth(ctx: Context) -> Result:
                 {"liger": False})
 
 
-@rule(id="CMP006", name="liger-kernel-deprecated", severity="warning", seed="K-04", auto_fix=True,
-      reads=("plan.liger", "versions.trl"))
+@rule(id="CMP006", name="liger-kernel-deprecated", severity="warning", seed="K-04", auto_fix=False,
+      reads=("files.trl_args.use_liger_kernel", "versions.trl"))
 def liger_kernel_deprecated(ctx: Context) -> Result:
     """`use_liger_kernel=True` is deprecated in TRL 1.16 and only applies Liger's layer kernels.
 
     ## Why
     SFT, DPO, KTO, GRPO and RLOO warn that `use_liger_kernel` will be removed in v2.0.0, force
     `fused_linear_cross_entropy=False` (TRL's own chunked LM head replaces it) and point to
-    `model_init_kwargs={"use_kernels": True}`. The big Liger memory win (fused linear cross-entropy) is therefore
-    not what this flag buys any more; RMSNorm/RoPE/SwiGLU kernels remain.
+    `model_init_kwargs={"use_kernels": True}`, which downloads kernels from the Hub at run time. Bundles generated by
+    trl-advisor apply Liger's kernels through Liger's own API instead (`apply_liger_kernel_to_<model_type>` before
+    the model is built): the same RMSNorm/RoPE/SwiGLU kernels, no deprecation, no download.
 
     ## Fix
-    Drop `--liger` (TRL's chunked LM head already avoids materialising logits), or move to
-    `model_init_kwargs={"use_kernels": True}` (needs the Hub, see CMP008).
+    Call `liger_kernel.transformers.apply_liger_kernel_to_<model_type>(rope=True, rms_norm=True, swiglu=True,
+    cross_entropy=False, fused_linear_cross_entropy=False)` before `from_pretrained` and drop `use_liger_kernel`,
+    or move to `model_init_kwargs={"use_kernels": True}` (needs the Hub, see CMP008).
 
     ## Example
-    `--liger` with trl 1.16 warns; `--no-liger` passes.
+    A TRL config with `use_liger_kernel: true` on trl 1.16 warns; the same run with Liger applied before loading passes.
 
     ## References
     - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/sft_trainer.py
     - https://huggingface.co/docs/trl/liger_kernel_integration
+    - https://github.com/linkedin/Liger-Kernel#patching
     """
-    if not ctx.plan.liger:
-        return na("no Liger")
+    if ctx.files is None:
+        return na(NO_FILES)
+    if not truthy(ctx.arg("use_liger_kernel")):
+        return na("use_liger_kernel not set")
     trl_v = ctx.version("trl")
     if trl_v is not None and vercmp.compare(trl_v, "1.16") < 0:
         return ok(f"trl {trl_v}: use_liger_kernel not yet deprecated")
     return fail(f"use_liger_kernel is deprecated in trl {trl_v or '1.16'} (layer kernels only; fused "
-                "linear cross-entropy forced off)", "drop --liger, or use model_init_kwargs={'use_kernels': True}",
-                {"liger": False})
+                "linear cross-entropy forced off)", "apply Liger through liger_kernel.transformers."
+                "apply_liger_kernel_to_<model_type>(...) before loading, and drop use_liger_kernel")
 
 
 @rule(id="CMP007", name="liger-flce-rejected", severity="error",
@@ -399,6 +432,6 @@ def unsloth_import_order(ctx: Context) -> Result:
                 "move `import unsloth` to the top of train.py")
 
 
-RULES = (deepspeed_fsdp_exclusive, unsloth_rejects_deepspeed, unsloth_multi_gpu, unsloth_needs_own_environment,
+RULES = (deepspeed_fsdp_exclusive, unsloth_deepspeed_stages, unsloth_multi_gpu, unsloth_needs_own_environment,
          liger_overlaps_unsloth, liger_kernel_deprecated, liger_flce_rejected, hf_kernels_need_hub,
          liger_and_hf_kernels_overlap, liger_unsupported_model_type, unsloth_import_order)

@@ -6,13 +6,11 @@ GPU rules are not applicable, and the host-RAM rule falls back to DeepSpeed's ow
 
 from __future__ import annotations
 
+from advisor.model import calibration
 from rules.common import GIB, gib
 from rules.model import Context, Result, fail, na, ok, unknown
 from rules.registry import rule
 
-LOW_HEADROOM_FRACTION = 0.05
-"""Below 5% of the usable memory left after the estimate's own safety margin, allocator fragmentation or a longer
-batch than planned tips the run over (warning)."""
 ADDITIONAL_BUFFER_FACTOR = 1.5
 """DeepSpeed's estimators multiply host memory by additional_buffer_factor = 1.5 (stage_1_and_2.py, stage3.py)."""
 
@@ -122,7 +120,7 @@ def fits_per_gpu(ctx: Context) -> Result:
 @rule(id="MEM002", name="low-memory-headroom", severity="warning",
       reads=("memory.headroom_bytes", "memory.capacity_bytes", "memory.fits"))
 def low_headroom(ctx: Context) -> Result:
-    """The plan fits, but with less than 5% of the GPU's usable memory to spare.
+    """The plan fits, but with less than 5% of the GPU's usable memory to spare (the headroom the planner keeps).
 
     ## Why
     Estimates carry error (allocator fragmentation, a longer batch than planned, CUDA graph pools, a library
@@ -144,7 +142,7 @@ def low_headroom(ctx: Context) -> Result:
     if not mem.fits:
         return na("does not fit (MEM001)")
     head, cap = int(mem.headroom_bytes), int(mem.capacity_bytes)
-    if cap <= 0 or head >= LOW_HEADROOM_FRACTION * cap:
+    if cap <= 0 or head >= calibration.PLANNER_HEADROOM_FRACTION * cap:
         return ok(f"{gib(head)} headroom")
     mb = ctx.plan.micro_batch
     auto = {"micro_batch": mb // 2, "grad_accum": ctx.plan.grad_accum * 2} if mb > 1 else None

@@ -235,6 +235,11 @@ def default_versions(target: Target, plan: Plan) -> tuple[dict[str, str], dict[s
             else:
                 pins.pop(name, None)
                 pins.pop(normalize_package(name), None)
+    if hasattr(plan, "attn"):
+        # what the plan's own requirements.txt installs wins (hub kernels move transformers to 5.17.0, for one)
+        from rules.environments import bundle_pins
+
+        pins.update({name: value for name, value in bundle_pins(plan).items() if datafiles.is_exact(value)})
     for name, value in pins.items():
         key = normalize_package(name)
         if key not in versions and datafiles.is_exact(value):

@@ -462,7 +462,91 @@ def generation_batch_settings(ctx: Context) -> Result:
     return ok(f"generation_batch_size {gbs} = {gbs // step} steps of {step}")
 
 
+DEFAULT_SFT_DATASET = "trl-lib/Capybara"
+"""The SFT bundles' default data (advisor.bundle.render.DEFAULT_DATASETS; a test keeps the two equal): 15,806
+conversations in 71.9 MB of train split (its dataset card's dataset_info), about 4.5 kB each; the source dataset's
+card (LDJnr/Capybara) gives an average context of a little over 1,000 tokens per conversation."""
+DEFAULT_SFT_DATASET_TOKENS = 1000
+LONG_CONTEXT_TOKENS = 8192
+"""From here on a sequence is several times longer than the default data's conversations."""
+
+
+@rule(id="TRN014", name="default-data-shorter-than-seq-len", severity="warning",
+      reads=("plan.trainer", "plan.seq_len", "plan.packing", "request.seq_len"))
+def default_data_shorter_than_seq_len(ctx: Context) -> Result:
+    """A long-context SFT plan on the bundle's default dataset, without packing, trains mostly on padding.
+
+    ## Why
+    The generated SFT bundle trains on trl-lib/Capybara unless given other data: conversations of about a thousand
+    tokens on average. Without packing each one is padded (or batched) to its own length, so a 64k- or 128k-token
+    plan neither fills its sequences nor reaches the tokens per step it was sized for: the memory and speed
+    predicted for seq_len tokens per sequence describe data that is not there.
+
+    ## Fix
+    Train on long documents of your own (`bash launch.sh --data-files ...`), or pass `--packing` so that short
+    conversations are packed into full sequences (packing changes which samples share a sequence).
+
+    ## Example
+    `--model 8B --seq-len 131072 --sp-size 8` warns; with `--packing` it passes.
+
+    ## References
+    - https://huggingface.co/datasets/trl-lib/Capybara
+    - https://huggingface.co/datasets/LDJnr/Capybara
+    - https://huggingface.co/docs/trl/sft_trainer#packing
+    """
+    if ctx.files is not None:
+        return na("the files name their own data")
+    p = ctx.plan
+    if p.trainer != "sft":
+        return na("not SFT")
+    if p.seq_len < LONG_CONTEXT_TOKENS:
+        return ok(f"seq_len {p.seq_len}")
+    if p.packing:
+        return ok("packing fills the sequences")
+    return fail(f"seq_len {p.seq_len:,} without packing on the default dataset ({DEFAULT_SFT_DATASET}, conversations "
+                f"of about {DEFAULT_SFT_DATASET_TOKENS:,} tokens): each step trains on far fewer than "
+                f"{p.tokens_per_step:,} tokens", "train on long documents of your own (launch.sh --data-files), or "
+                "pass --packing")
+
+
+@rule(id="TRN015", name="bema-needs-whole-weights", severity="error",
+      reads=("plan.ref_model", "plan.backend", "plan.zero_stage", "plan.method"))
+def bema_needs_whole_weights(ctx: Context) -> Result:
+    """BEMA reference updates need every process to hold whole, unsharded weights: not ZeRO-3, not FSDP2.
+
+    ## Why
+    trl's BEMACallback builds its running model as `type(model)(model.config)` on the CPU and loads the policy's
+    `state_dict()` into it, then copies each trainable parameter (`named_parameters`) at every update. Under ZeRO-3 the
+    parameters are partitioned (each rank's tensors are empty placeholders) and under FSDP2 they are DTensor shards:
+    the copies would be shards, and the reference reloaded from them wrong. It trains the whole model (no adapter).
+
+    ## Fix
+    Use `--ref-model bema` with a single GPU, DDP or DeepSpeed ZeRO-1/2; for ZeRO-3 or FSDP2 use `--ref-model copy`
+    or `precompute`.
+
+    ## Example
+    `--trainer dpo --ref-model bema --backend deepspeed --zero 3` fails; `--zero 2` passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/callbacks.py
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/experimental/bema_for_ref_model/callback.py
+    - https://arxiv.org/abs/2508.00180
+    """
+    p = ctx.plan
+    if p.ref_model != "bema":
+        return na("no BEMA reference")
+    if p.method != "full":
+        return fail(f"BEMA with {p.method}: it averages the whole model's weights", "use --method full",
+                    {"method": "full"})
+    if p.backend == "fsdp2" or (p.backend == "deepspeed" and p.zero_stage == 3):
+        where = "FSDP2" if p.backend == "fsdp2" else "ZeRO-3"
+        return fail(f"BEMA under {where}: the weights are sharded", "use ZeRO-2, DDP or one GPU, or --ref-model copy",
+                    {"zero_stage": 2} if p.backend == "deepspeed" else {"backend": "ddp" if p.num_processes > 1
+                                                                          else "single"})
+    return ok(f"{p.backend} keeps whole weights")
+
+
 RULES = (generation_batch_divisible, num_generations_at_least_2, eval_batch_divisible, generating_reject_auto_find,
          kto_kl_micro_batch, kto_sequential_sampling, dpo_padding_free, padding_free_needs_flash,
          padding_free_without_packing, sync_ref_model_constraints, seq_len_exceeds_context, global_batch_not_reachable,
-         generation_batch_settings)
+         generation_batch_settings, default_data_shorter_than_seq_len, bema_needs_whole_weights)

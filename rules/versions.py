@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules import vercmp
 from rules.common import uses_peft, uses_use_kernels
-from rules.compat import unsloth_requires, vllm_window
+from rules.compat import unsloth_requires, vllm_requires, vllm_window
 from rules.datafiles import requires
 from rules.model import Context, Result, fail, na, ok, unknown
 from rules.registry import rule
@@ -46,9 +46,9 @@ def _floor_implies(floor: str, spec: str) -> bool:
 
 
 @rule(id="VER001", name="vllm-version-window", severity="error", seed="V-08",
-      reads=("plan.vllm_mode", "versions.vllm", "versions.trl"))
+      reads=("plan.vllm_mode", "versions.vllm", "versions.trl", "versions.transformers", "versions.torch"))
 def vllm_version_window(ctx: Context) -> Result:
-    """vLLM must be inside the version window the TRL release supports (TRL 1.16: 0.22.0 to 0.31.0).
+    """vLLM must be inside the TRL release's window (TRL 1.16: 0.22.0 to 0.31.0), with the transformers and torch that vLLM release requires.
 
     ## Why
     TRL reaches into vLLM internals (colocate weight loading through
@@ -56,15 +56,23 @@ def vllm_version_window(ctx: Context) -> Result:
     `vllm>=0.22.0,<=0.31.0` and `is_vllm_available()` warns "TRL currently supports vLLM versions from 0.22.0 to
     0.31.0" outside it. Releases outside the window have broken server mode and weight sync.
 
+    vLLM shares its environment with training in both modes (colocate builds the engine inside each training
+    process; in server mode the trainer's `VLLMClient` imports vllm for the NCCL weight transfer), so its own
+    requirements bind the training stack: vllm 0.31.0 requires `transformers>=5.10.4,<5.18.0` and `torch==2.13.0`.
+    A requirements.txt pinning `transformers==5.24.0` beside `vllm==0.31.0` stops pip with ResolutionImpossible.
+
     ## Fix
-    `pip install "vllm>=0.22.0,<=0.31.0"` (the bundle pins 0.31.0 with trl 1.16.0).
+    `pip install "vllm>=0.22.0,<=0.31.0"` (the bundle pins vllm 0.31.0 with trl 1.16.0, transformers 5.17.0 and
+    torch 2.13.0); keep transformers and torch inside the vLLM release's requirements.
 
     ## Example
-    trl 1.16.0 with vllm 0.33.0 fails; with vllm 0.31.0 it passes.
+    trl 1.16.0 with vllm 0.33.0 fails; with vllm 0.31.0 it passes. vllm 0.31.0 with transformers 5.24.0 fails; with
+    transformers 5.17.0 it passes.
 
     ## References
     - https://github.com/huggingface/trl/blob/v1.16.0/trl/import_utils.py
     - https://huggingface.co/docs/trl/vllm_integration
+    - https://pypi.org/project/vllm/0.31.0/
     """
     if ctx.plan.vllm_mode == "none":
         return na("no vLLM")
@@ -72,7 +80,22 @@ def vllm_version_window(ctx: Context) -> Result:
     window = vllm_window(trl_v)
     if window is None:
         return unknown(f"no vLLM window recorded for trl {trl_v}", "check the TRL release notes for its vLLM range")
-    return _need(ctx, "vllm", window, f"trl {trl_v}")
+    first = _need(ctx, "vllm", window, f"trl {trl_v}")
+    if first.status != "pass":
+        return first
+    vllm_v = ctx.version("vllm")
+    needs = vllm_requires(vllm_v)
+    if needs is None:
+        return first
+    bad = vercmp.violations(ctx.version, needs)
+    if bad:
+        shown = ", ".join(f"{package}{spec}; {package} {have} is {_origin(ctx, package)}" for package, have, spec in bad)
+        fix = " ".join(f"'{package}{spec}'" for package, _, spec in bad)
+        return fail(f"vllm {vllm_v} requires {shown}: pip cannot install them together", f"pip install {fix}")
+    known = ", ".join(f"{package} {ctx.version(package)}" for package in needs if ctx.version(package) is not None)
+    if not known:
+        return first
+    return ok(f"{first.message}; {known} inside vllm {vllm_v}'s requirements")
 
 
 @rule(id="VER002", name="unsloth-installed-pins", severity="error", seed="U-01",

@@ -7,6 +7,7 @@ import ast
 import json
 import re
 import shlex
+from dataclasses import MISSING
 from functools import cache
 from importlib import resources
 
@@ -246,10 +247,13 @@ def check_bundle_files(files: dict[str, str]) -> list[str]:
     cfg = consts.get("CONFIG")
     if not isinstance(cfg, dict):
         return problems + ["train.py: no literal CONFIG dict at module level"]
-    missing = [k for k in Plan.__dataclass_fields__ if k not in cfg]
+    # A field with a default (added to Plan after the bundle was written: a GKD teacher) may be absent: the default
+    # is what such a bundle meant. A field without one is the plan itself.
+    required = [k for k, f in Plan.__dataclass_fields__.items() if f.default is MISSING]
+    missing = [k for k in required if k not in cfg]
     if missing:
         return problems + [f"train.py: CONFIG lacks {', '.join(missing)}"]
-    plan = Plan(**{k: cfg[k] for k in Plan.__dataclass_fields__})
+    plan = Plan(**{k: cfg[k] for k in Plan.__dataclass_fields__ if k in cfg})
     problems += [f"train.py: CONFIG: {p}" for p in plan_invariants(plan)]
     problems += _check_train(src, consts, plan, cfg)
     problems += _check_plan_json(files, plan)
@@ -284,7 +288,9 @@ def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
     if pad != want_pad:
         out.append(f"train.py: pad_to_multiple_of {pad} but sp_size={plan.sp_size}, cp_size={plan.cp_size} "
                    f"need {want_pad}")
-    if plan.backend == "fsdp2" and plan.grad_ckpt and "gradient_checkpointing=False" not in src:
+    # the switch as train.py writes it now (CHECKPOINTING_ARG, the name transformers has), or in older bundles
+    if plan.backend == "fsdp2" and plan.grad_ckpt and not any(
+            form in src for form in ("{CHECKPOINTING_ARG: False}", "gradient_checkpointing=False")):
         out.append("train.py: FSDP2 checkpoints activations itself; TRL's gradient_checkpointing must be False")
     if plan.trainer in ("grpo", "rloo"):
         vllm_on = "use_vllm=True" in src

@@ -14,6 +14,11 @@ import os
 import re
 from typing import Any
 
+from advisor.bundle.readback import (  # noqa: F401  (read API: the plan's limits, shared with verify)
+    PLAN_DEFAULTS_NOTE,
+    _int,
+    plan_value_problem,
+)
 from advisor.core import safeio
 from advisor.core.errors import InputFileError
 from advisor.core.files import BundleFiles, Unresolved, dtype_name, model_id  # noqa: F401  (read API)
@@ -291,6 +296,10 @@ def _module_constants(tree: ast.Module) -> dict[str, Any]:
             value = _value(node.value, out)
             if not isinstance(value, Unresolved):
                 out[node.targets[0].id] = value
+            elif isinstance(node.value, ast.IfExp):
+                either = [_value(b, out) for b in (node.value.body, node.value.orelse)]
+                if all(isinstance(v, str) and not isinstance(v, Unresolved) for v in either):
+                    out[_IFEXP_PREFIX + node.targets[0].id] = either
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
             value = _function_result(node, out)
@@ -320,10 +329,29 @@ def _kwargs(call: ast.Call, constants: dict[str, Any]) -> dict[str, Any]:
             out[kw.arg] = _value(kw.value, constants)
         elif isinstance(kw.value, ast.Name) and isinstance(constants.get(_DICT_PREFIX + kw.value.id), dict):
             out.update(constants[_DICT_PREFIX + kw.value.id])
+        elif isinstance(kw.value, ast.Dict):  # `**{NAME: value}`: keyword names chosen at run time
+            for key_node, value_node in zip(kw.value.keys, kw.value.values, strict=False):
+                if key_node is None:
+                    continue
+                value = _value(value_node, constants)
+                for name in _key_names(key_node, constants):
+                    out[name] = value
     return out
 
 
+def _key_names(node: ast.AST, constants: dict[str, Any]) -> list[str]:
+    """The keyword names a `**{key: ...}` key can be: its value when known; for a name bound to `"a" if ... else
+    "b"` (train.py's CHECKPOINTING_ARG: transformers' new and old name of one TrainingArguments field), both."""
+    key = _value(node, constants)
+    if isinstance(key, str) and not isinstance(key, Unresolved):
+        return [key]
+    if isinstance(node, ast.Name) and isinstance(constants.get(_IFEXP_PREFIX + node.id), list):
+        return constants[_IFEXP_PREFIX + node.id]
+    return []
+
+
 _DICT_PREFIX = "\0dict:"
+_IFEXP_PREFIX = "\0either:"
 _FUNC_PREFIX = "\0func:"
 _LOCAL_PREFIX = "\0local:"
 _NO_RESULT = object()
@@ -366,6 +394,14 @@ def _value(node: ast.AST, constants: dict[str, Any]) -> Any:
         if known:
             falsy = [v for v in known if not v]
             return falsy[0] if falsy else known[-1]
+    if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+            and len(node.comparators) == 1):
+        # `precompute_ref_log_probs=CONFIG["ref_model"] == "precompute"`: both sides known, so is the answer
+        left, right = _value(node.left, constants), _value(node.comparators[0], constants)
+        if not isinstance(left, Unresolved) and not isinstance(right, Unresolved) and \
+                isinstance(left, (str, int, float, bool, type(None))) and \
+                isinstance(right, (str, int, float, bool, type(None))):
+            return (left == right) if isinstance(node.ops[0], ast.Eq) else (left != right)
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
         return node.attr  # torch.bfloat16 -> "bfloat16"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _FUNC_PREFIX + node.func.id in constants:
@@ -402,48 +438,7 @@ def _dotted(node: ast.AST) -> str | None:
 
 # ---------------------------------------------------------------- files -> plan
 
-PLAN_DEFAULTS_NOTE = "not in the files: assumed"
 _PLAN_JSON_HINT = "re-create the bundle with trl-advisor generate --force, or correct the value in plan.json"
-
-
-def _plan_limits() -> dict[str, tuple[str, float | None, float | None]]:
-    """Plan field -> (kind, lowest, highest). Sizes and counts are bounded by the CLI's own flag limits
-    (advisor.core.request.LIMITS), so that a value read from a file cannot drive a loop or an allocation the flags
-    could not (rules.common.divisors walks up to the square root of a process count)."""
-    from dataclasses import fields
-
-    from advisor.core import request
-    from advisor.core.plan import Plan
-
-    limits = request.LIMITS
-    most_processes = limits["gpus"][1] * limits["nodes"][1]
-    ranges = {"zero_stage": limits["zero"][:2], "gpus_per_node": limits["gpus"][:2], "nodes": limits["nodes"][:2],
-              "num_processes": (1, most_processes), "lora_alpha": (0, 2 * limits["lora_r"][1]),
-              "num_generations": (0, limits["num_generations"][1]),
-              "max_completion_len": (0, limits["max_completion_len"][1]), "vllm_mem_fraction": (0.0, 1.0)}
-    out: dict[str, tuple[str, float | None, float | None]] = {}
-    for f in fields(Plan):
-        kind = f.type if isinstance(f.type, str) else f.type.__name__  # "int" either way
-        low, high = ranges.get(f.name, limits[f.name][:2] if f.name in limits else (None, None))
-        out[f.name] = (kind, low, high)
-    return out
-
-
-def plan_value_problem(values: dict, *, lower: bool = True) -> tuple[str, str] | None:
-    """(field, why) for the first value of a Plan's keyword arguments with the wrong type (`gpus_per_node` as
-    "eight", `nodes` as [2], true as a count) or outside its bound; None when every value can build a Plan.
-    lower=False checks only the upper bounds: a value derived from several files may be 0 or negative (vLLM server
-    GPUs taking every GPU), which a rule reports as a finding. Values of the right type that describe an
-    inconsistent plan are the rules' business, not this check's."""
-    limits = _plan_limits()
-    for name, value in values.items():
-        if name not in limits:
-            continue
-        kind, low, high = limits[name]
-        problem = safeio.value_problem(value, kind, low=low if lower else None, high=high)
-        if problem:
-            return name, problem
-    return None
 
 
 def _section(doc: dict, key: str, where: str) -> dict:
@@ -520,237 +515,10 @@ def hardware_hint(files: BundleFiles) -> dict:
     return out
 
 
-def _int(value: Any) -> int | None:
-    """A whole number from a config value (`8`, `"8"`), None for anything else (booleans, text, 40-digit strings)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"-?\d{1,18}", value.strip()):
-        return int(value)
-    return None
-
-
-def plan_from_files(files: BundleFiles, model, target):
-    """A best-effort Plan: the files' values where they give them, documented defaults otherwise (each default is
+def plan_from_files(files: BundleFiles, model, target, overrides: dict | None = None):
+    """The Plan the files describe (advisor.bundle.readback.read_plan: the value that takes effect for each field,
+    train.py's CONFIG and plan.json for what no runtime file states, documented defaults otherwise, each default
     appended to `files.assumptions`)."""
-    from advisor import resolve
-    from advisor.core.plan import Plan
+    from advisor.bundle.readback import read_plan
 
-    if files.plan_json and isinstance(files.plan_json.get("plan"), dict):
-        base = _plan_from_plan_json(files, model, target)
-        if base is not None:
-            return base
-    a = files.trl_args
-    notes = files.assumptions
-
-    def get(name: str, default: Any, why: str = "", kind: str | None = None) -> Any:
-        value = _arg(files, name, kind) if kind else a.get(name)
-        if value is None or isinstance(value, Unresolved):
-            notes.append(f"{name} = {default!r} ({why or PLAN_DEFAULTS_NOTE})")
-            return default
-        return value
-
-    trainer = files.trainer
-    if trainer is None:
-        trainer = "sft"
-        notes.append("trainer = 'sft' (no TRL config class or `trl <trainer>` command found)")
-    generating = trainer in ("grpo", "rloo")
-
-    acc = files.accelerate or {}
-    dist = str(acc.get("distributed_type", "")).upper()
-    fsdp = files.accelerate_fsdp
-    if dist == "DEEPSPEED" or (not dist and files.ds_config is not None) or a.get("deepspeed"):
-        backend = "deepspeed"
-    elif dist == "FSDP" or a.get("fsdp"):
-        backend = "fsdp2"
-        if str(fsdp.get("fsdp_version", 1)) != "2":
-            notes.append("FSDP version 1 in the files: planned as FSDP2 (the only FSDP this tool models)")
-    elif dist == "MULTI_GPU":
-        backend = "ddp"
-    elif dist == "NO":
-        backend = "single"
-    else:
-        backend = "ddp" if target.world_size > 1 else "single"
-        notes.append(f"backend = {backend!r} (no accelerate YAML or DeepSpeed config)")
-
-    zero_stage = 0
-    offload = "none"
-    offload_device = "cpu"
-    if backend == "deepspeed":
-        stage = _int(files.zero.get("stage"))
-        if stage is None:
-            stage = _int(files.accelerate_ds.get("zero_stage"))
-        if stage is None:
-            stage = 2
-            notes.append("zero_stage = 2 (accelerate's default when the config does not set it)")
-        zero_stage = stage if 0 <= stage <= 3 else 3
-        opt_dev = _device((files.zero.get("offload_optimizer") or {}).get("device")
-                          if isinstance(files.zero.get("offload_optimizer"), dict)
-                          else files.accelerate_ds.get("offload_optimizer_device"))
-        par_dev = _device((files.zero.get("offload_param") or {}).get("device")
-                          if isinstance(files.zero.get("offload_param"), dict)
-                          else files.accelerate_ds.get("offload_param_device"))
-        if par_dev != "none" and opt_dev != "none":
-            offload, offload_device = "all", par_dev
-        elif opt_dev != "none":
-            offload, offload_device = "optimizer", opt_dev
-        elif par_dev != "none":
-            offload, offload_device = "all", par_dev
-    elif backend == "fsdp2" and _truthy(fsdp.get("fsdp_offload_params")):
-        offload = "all"
-
-    method = "full"
-    if files.quant_4bit():
-        method = "qlora"
-    elif files.peft_enabled():
-        method = "lora"
-    lora = files.configs.get("LoraConfig", {})
-    lora_r = _arg(files, "lora_r", "int") or _arg(files, "r", "int", lora, "LoraConfig") or 16
-    lora_alpha = (_arg(files, "lora_alpha", "float") or _arg(files, "lora_alpha", "float", lora, "LoraConfig")
-                  or 2 * lora_r)
-
-    fp16 = _truthy(a.get("fp16"))
-    bf16 = a.get("bf16")
-    bf16 = (not fp16) if bf16 is None else _truthy(bf16)  # TRL's _BaseConfig: bf16=None -> not fp16
-    dtype = files.model_dtype()
-    if fp16:
-        precision = "fp16-mixed"
-    elif bf16:
-        precision = "bf16" if dtype == "bfloat16" else "bf16-mixed"
-        if dtype is None:
-            notes.append("precision = 'bf16-mixed' (bf16=True with no model dtype: TRL loads the model in float32)")
-    else:
-        precision = "fp32"
-
-    if generating:
-        max_completion = get("max_completion_length", 512, "GRPOConfig/RLOOConfig default", "int")
-        vllm_len = _arg(files, "vllm_max_model_length", "int")
-        if isinstance(vllm_len, int):
-            seq_len = vllm_len
-        else:
-            seq_len = 2 * max_completion
-            notes.append(f"seq_len = {seq_len} (prompt length not in the files: assumed equal to the completion)")
-    else:
-        max_completion = 0
-        seq_len = get("max_length", 1024, "TRL default max_length")
-        if not isinstance(seq_len, int) or seq_len <= 0:
-            seq_len = 1024
-    micro = get("per_device_train_batch_size", 8, "TrainingArguments default", "int")
-    accum = get("gradient_accumulation_steps", 1, "TrainingArguments default", "int")
-    ckpt = _truthy(a.get("activation_checkpointing", a.get("gradient_checkpointing", True)))
-    # FSDP checkpoints layers itself (the trainer flag must then be off); Unsloth has its own ("unsloth" mode)
-    ckpt = ckpt or _truthy(fsdp.get("fsdp_activation_checkpointing")) or bool(
-        files.model_init_kwargs.get("use_gradient_checkpointing"))
-    attn = files.model_init_kwargs.get("attn_implementation") or a.get("attn_implementation")
-    if not isinstance(attn, str) or isinstance(attn, Unresolved):
-        attn = "sdpa"
-        notes.append("attn = 'sdpa' (transformers' default when none is named)")
-
-    par = files.parallelism
-    sp = _int(par.get("parallelism_config_sp_size")) or 1
-    cp = _int(par.get("parallelism_config_cp_size")) or 1
-    procs = _int(acc.get("num_processes"))
-    nodes = _int(acc.get("num_machines")) or target.nodes
-    use_vllm = _truthy(a.get("use_vllm")) and generating
-    vllm_mode = str(a.get("vllm_mode", "colocate")) if use_vllm else "none"
-    vllm_gpus = 0
-    if vllm_mode == "server":
-        vllm_gpus = files.vllm_server_gpus() or 0
-        if not vllm_gpus:
-            vllm_gpus = max(1, target.gpus_per_node - (procs // nodes if procs and procs > 0
-                                                       else target.gpus_per_node - 1))
-            notes.append(f"vllm_gpus = {vllm_gpus} (GPUs per node not used by training processes)")
-    if not procs or procs < 1:
-        procs = target.world_size - vllm_gpus * nodes
-        notes.append(f"num_processes = {procs} (one per training GPU of the target)")
-    ref = "none"
-    if trainer in ("dpo", "kto"):
-        ref = "precompute" if _truthy(a.get("precompute_ref_log_probs")) else ("none" if method != "full" else "copy")
-    elif trainer == "rloo" or (trainer == "grpo" and (_arg(files, "beta", "float") or 0) > 0):
-        ref = "none" if method != "full" else "copy"
-    elif trainer == "gkd":
-        ref = "copy"  # the teacher model
-    unsloth = any(m == "unsloth" or m.startswith("unsloth.") for m, _ in files.imports)
-    generations = _arg(files, "num_generations", "int") or resolve.DEFAULT_NUM_GENERATIONS.get(trainer, 0)
-    mem_fraction = _arg(files, "vllm_gpu_memory_utilization", "float")
-    values = dict(
-        trainer=trainer, method=method, lora_r=int(lora_r), backend=backend, zero_stage=zero_stage, offload=offload,
-        offload_device=offload_device, precision=precision, seq_len=seq_len, micro_batch=micro,
-        grad_accum=accum, grad_ckpt=_truthy(ckpt), liger=_truthy(a.get("use_liger_kernel")), attn=attn,
-        packing=_truthy(a.get("packing")), sp_size=sp, cp_size=cp, num_processes=procs, nodes=nodes,
-        gpus_per_node=target.gpus_per_node, unsloth=unsloth, num_generations=generations if generating else 0,
-        max_completion_len=max_completion, vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
-        vllm_mem_fraction=(0.3 if mem_fraction is None else float(mem_fraction)) if vllm_mode == "colocate" else 0.0,
-        ref_model=ref, lora_alpha=int(lora_alpha), trust_remote_code=_truthy(a.get("trust_remote_code")),
-    )
-    found = plan_value_problem(values, lower=False)
-    if found:
-        name, problem = found
-        raise InputFileError(f"{files.root or 'the bundle'}: the files give {name} a value that {problem}",
-                             hint="correct the value in train.py, the TRL YAML or the accelerate YAML")
-    return Plan(**values)
-
-
-_ARG_HINT = "write the value as a literal number in the file (the reader never runs train.py)"
-
-
-def _arg(files: BundleFiles, name: str, kind: str, source: dict | None = None, label: str | None = None) -> Any:
-    """A numeric TRL/TrainingArguments value (`source`: another call's keywords, e.g. LoraConfig's) as the files
-    give it; None when absent or an expression the reader cannot evaluate. A value of the wrong type (`"eight"`,
-    true, a list) is an InputFileError naming the file and the key."""
-    values = files.trl_args if source is None else source
-    value = values.get(name)
-    if value is None or isinstance(value, Unresolved):
-        return None
-    problem = safeio.value_problem(value, kind)
-    if problem:
-        origin = label or files.trl_args_origin.get(name)
-        where = (files.trl_yaml_name or "the TRL YAML") if origin == "yaml" else f"train.py {origin or ''}".strip()
-        raise InputFileError(f"{where}: {name} {problem}", hint=_ARG_HINT)
-    return value
-
-
-def _plan_from_plan_json(files: BundleFiles, model, target):
-    from dataclasses import fields
-
-    from advisor.core.plan import Plan
-
-    data = files.plan_json["plan"]
-    known = {f.name for f in fields(Plan)}
-    values = {k: v for k, v in data.items() if k in known}
-    full = (files.plan_json.get("request") or {}) if isinstance(files.plan_json.get("request"), dict) else {}
-    for k in known - set(values):
-        if k in full and full[k] is not None:
-            values[k] = full[k]
-    values.setdefault("trainer", files.trainer or full.get("trainer") or "sft")
-    values.setdefault("gpus_per_node", target.gpus_per_node)
-    values.setdefault("nodes", target.nodes)
-    defaults = {"method": "full", "lora_r": 16, "backend": "single", "zero_stage": 0, "offload": "none",
-                "offload_device": "cpu", "precision": "bf16", "seq_len": 1024, "micro_batch": 8, "grad_accum": 1,
-                "grad_ckpt": True, "liger": False, "attn": "sdpa", "packing": False, "sp_size": 1, "cp_size": 1,
-                "num_processes": target.world_size}
-    for k, v in defaults.items():
-        if k not in values:
-            values[k] = v
-            files.assumptions.append(f"{k} = {v!r} (missing from plan.json)")
-    found = plan_value_problem(values)
-    if found:
-        key = f"plan.{found[0]}" if found[0] in data else f"request.{found[0]}"
-        raise InputFileError(f"plan.json: {key} {found[1]}", hint=_PLAN_JSON_HINT)
-    try:
-        return Plan(**values)
-    except TypeError:
-        files.assumptions.append("plan.json's plan could not be read: the plan was rebuilt from the other files")
-        return None
-
-
-def _device(value: Any) -> str:
-    text = str(value or "none").lower()
-    return text if text in ("cpu", "nvme") else "none"
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes", "on")
-    return bool(value)
+    return read_plan(files, target, overrides).plan

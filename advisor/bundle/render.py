@@ -25,6 +25,9 @@ from advisor.core.plan import Plan
 from advisor.core.request import GENERATING_TRAINERS, Request, text_problem
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
+from advisor.model import calibration
+from advisor.resolve.attention import choose_attention
+from advisor.search.candidates import LIGER_MODEL_TYPES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,12 +81,19 @@ VLLM_HOST = "127.0.0.1"
 VLLM_PORT = 8000  # GRPOConfig.vllm_server_port default, and vLLM's
 VLLM_SERVER_MEM_FRACTION = 0.9  # `trl vllm-serve --gpu_memory_utilization` default: the server's GPUs do nothing else
 VLLM_STARTUP_TIMEOUT_S = 900  # first start downloads and compiles (CUDA graphs): minutes for 70B-class models
+VLLM_HEALTH_POLL_S = 2  # seconds between /health probes: VLLMClient.check_server's own retry_interval (2.0)
+VLLM_SCALE_OUT_SINCE = "0.30.0"  # trl/scripts/vllm_serve.py adds --enable-scale-out from this vLLM release
+# Seconds launch.sh gives the vLLM server and the training to exit after SIGTERM before it sends SIGKILL. torchrun's
+# agent gives its workers 30 s after SIGTERM (torch.distributed.elastic PContext.close(timeout=30)) and starts them in
+# sessions of their own (start_new_session), so it must outlive that wait or the workers are left behind; vLLM gives
+# each of its workers 5 s (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS).
+STOP_TIMEOUT_S = 45
 MAIN_PROCESS_PORT = 29500  # accelerate launch --main_process_port default
 NVME_PATH = "/local_nvme"  # DeepSpeed's documented example path; README tells the user to point it at their NVMe
 CPUS_PER_GPU = 8  # SLURM --cpus-per-task per GPU: dataloader workers + tokenizer threads (DGX H100: 112 cores / 8)
 
 BUNDLE_ORDER = ("README.md", "plan.json", "train.py", "accelerate.yaml", "ds_config.json", "launch.sh",
-                "slurm.sbatch", "requirements.txt", "model_config.json")
+                "slurm.sbatch", "requirements.txt", "model_config.json", "teacher_config.json")
 
 
 # --------------------------------------------------------------------------------------------------- Jinja setup
@@ -202,34 +212,24 @@ def pins() -> dict:
     return tomllib.loads(text)
 
 
+def bundle_environment(plan: Plan) -> dict:
+    """The bundle's environment as requirements.txt and README describe it (rules.environments.environment_summary):
+    the transformers the training runs, the trl release, and vLLM's requirements of the shared environment."""
+    from rules.environments import environment_summary
+
+    return environment_summary(plan)
+
+
 def _requirement(name: str, value: str) -> str:
     return f"{name}=={value}" if value[:1].isdigit() else f"{name}{value}"
 
 
 def requirements(plan: Plan) -> list[str]:
-    """requirements.txt lines, pins from rules/data/pins.toml: only what this plan imports."""
-    data = pins()
-    if plan.unsloth:
-        env = dict(data["unsloth"])
-        names = ["torch", "unsloth", "unsloth_zoo", "trl", "transformers", "accelerate", "datasets", "peft"]
-        if plan.method == "qlora":
-            names.append("bitsandbytes")
-        return [_requirement(n, env[n]) for n in names]
-    exact = {**data["pins"], **data.get("pins_when_used", {})}
-    floors = data.get("requires", {})
-    lines = [_requirement("torch", floors.get("torch", ">=2.6"))]
-    names = ["trl", "transformers", "accelerate", "datasets"]
-    if plan.method in ("lora", "qlora"):
-        names.append("peft")
-    if plan.method == "qlora":
-        names.append("bitsandbytes")
-    if plan.uses_deepspeed:
-        names.append("deepspeed")
-    if plan.liger:
-        names.append("liger-kernel")
-    if plan.vllm_mode != "none":
-        names.append("vllm")
-    return lines + [_requirement(n, exact[n]) for n in names]
+    """requirements.txt lines, pins from rules/data/pins.toml: only what this plan imports (rules.environments,
+    which also says which transformers the training runs: training_transformers_version)."""
+    from rules.environments import bundle_pins
+
+    return [_requirement(name, value) for name, value in bundle_pins(plan).items()]
 
 
 # ------------------------------------------------------------------------------------------ derived settings
@@ -272,9 +272,18 @@ def model_config_fields(model: ModelSpec) -> dict:
     return fields
 
 
+def teacher_spec(plan: Plan) -> ModelSpec:
+    """GKD's teacher as the catalogue (or its config.json) describes it: --random-init builds it from
+    teacher_config.json, as the student from model_config.json."""
+    from advisor.catalog import resolve_model
+
+    return resolve_model(plan.teacher)
+
+
 def dtype_settings(plan: Plan) -> dict:
-    """Model dtype and TrainingArguments precision flags for the plan's precision (CONTRACT.md definitions)."""
-    return {
+    """Model dtype and TrainingArguments precision flags for the plan's precision (CONTRACT.md definitions), and
+    what that means for the states on this backend."""
+    settings = {
         "bf16": {"dtype": "torch.bfloat16", "bf16": True, "fp16": False, "mixed": "bf16",
                  "why": "bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16)"},
         "bf16-mixed": {"dtype": "torch.float32", "bf16": True, "fp16": False, "mixed": "bf16",
@@ -284,6 +293,25 @@ def dtype_settings(plan: Plan) -> dict:
         "fp32": {"dtype": "torch.float32", "bf16": False, "fp16": False, "mixed": "no",
                  "why": "fp32: no autocast"},
     }[plan.precision]
+    if plan.precision != "fp32" and plan.backend == "deepspeed":
+        # DeepSpeed's optimizer keeps fp32 master weights and fp32 Adam states whatever the model's dtype
+        # (runtime/zero/stage_1_and_2.py single_partition_of_fp32_groups, stage3.py fp32_partitioned_groups_flat)
+        settings = {**settings, "why": f"{plan.precision}: the model computes in 16-bit; DeepSpeed keeps fp32 master "
+                                       "weights and fp32 Adam states (partitioned by ZeRO)"}
+    elif plan.precision != "fp32" and plan.backend == "fsdp2" and plan.method == "full":
+        # accelerate 1.15 fsdp2_prepare_model upcasts trainable parameters to fp32 under mixed precision (rule MEM006)
+        settings = {**settings, "why": f"{plan.precision}: FSDP2 computes in 16-bit (MixedPrecisionPolicy); accelerate "
+                                       "upcasts the trained weights to fp32, so master weights, gradients and Adam "
+                                       "states are fp32, sharded"}
+    elif plan.precision != "fp32" and plan.backend == "fsdp2":
+        # fsdp2_prepare_model upcasts what requires grad: the adapters; the frozen base keeps the load dtype
+        settings = {**settings, "why": f"{plan.precision}: base weights in 16-bit; accelerate upcasts the trainable "
+                                       "adapters to fp32 (with their gradients and Adam states), sharded by FSDP2"}
+    elif plan.precision == "bf16" and plan.method in ("lora", "qlora"):
+        # peft casts adapter weights to fp32 when the base is 16-bit (peft/tuners/tuners_utils.py autocast_adapter_dtype)
+        base = "base weights 4-bit NF4 (bitsandbytes), compute in bf16" if plan.method == "qlora" else "base weights bf16"
+        settings = {**settings, "why": f"bf16: {base}; peft keeps the adapters and their Adam states in fp32"}
+    return settings
 
 
 def pad_to_multiple_of(plan: Plan) -> int | None:
@@ -405,11 +433,24 @@ class VllmLayout:
     vllm_gpus: str
     tensor_parallel: int
     data_parallel: int
+    max_model_len: int
+    """Tokens per request (prompt + completion): the plan's seq_len. train.py keeps prompts to seq_len -
+    max_completion_len and asks for at most max_completion_len new tokens, so every request fits; vLLM rejects one
+    whose prompt + max_tokens exceed max_model_len (vllm/renderers/params.py, 0.31.0)."""
+    max_prompt_len: int
+    enable_scale_out: bool
+    """`trl vllm-serve` adds --enable-scale-out for vLLM >= 0.30.0 (trl/scripts/vllm_serve.py build_command): the
+    render and token-in generate endpoints TRL's client uses for multimodal prompts."""
 
 
 def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | None:
     if plan.vllm_mode != "server":
         return None
+    from rules import vercmp
+    from rules.environments import bundle_pins
+
+    common = {"max_model_len": plan.seq_len, "max_prompt_len": plan.seq_len - plan.max_completion_len,
+              "enable_scale_out": vercmp.compare(bundle_pins(plan)["vllm"], VLLM_SCALE_OUT_SINCE) >= 0}
     train = plan.gpus_per_node - plan.vllm_gpus
     # The trainer takes the first GPUs, vLLM the last: disjoint by construction (TRL requires separate GPUs).
     train_ids = ",".join(str(i) for i in range(train))
@@ -418,7 +459,7 @@ def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | No
         # Dense models: vLLM >= 0.14 rejects --data-parallel-size > 1 (rule VLLM007, TRL's vLLM guide), so every
         # server GPU joins one tensor-parallel group; TP must divide the attention heads.
         tp = max(d for d in range(1, plan.vllm_gpus + 1) if plan.vllm_gpus % d == 0 and model.heads % d == 0)
-        return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp, data_parallel=1)
+        return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp, data_parallel=1, **common)
     # MoE models: tensor parallelism only as far as needed (the bf16 weights should take at most half of a GPU, the
     # rest is KV cache); replicas (data parallel, with expert parallelism) scale generation better (vLLM docs).
     weights = 2 * model.params
@@ -427,7 +468,7 @@ def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | No
            and model.heads % (2 * tp) == 0):
         tp *= 2
     return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp,
-                      data_parallel=plan.vllm_gpus // tp)
+                      data_parallel=plan.vllm_gpus // tp, **common)
 
 
 def trainer_beta(plan: Plan) -> float | None:
@@ -458,6 +499,7 @@ _PIN_FLAGS: dict[str, tuple[str, str]] = {
     "max_completion_len": ("max_completion_len", "--max-completion-len"), "vllm_mode": ("vllm", "--vllm"),
     "vllm_gpus": ("vllm_gpus", "--vllm-gpus"), "vllm_mem_fraction": ("vllm_mem_fraction", "--vllm-mem-fraction"),
     "ref_model": ("ref_model", "--ref-model"), "trust_remote_code": ("trust_remote_code", "--trust-remote-code"),
+    "teacher": ("teacher", "--teacher"),
 }
 _BOOL_FLAGS = {"grad_ckpt": "--no-grad-ckpt", "liger": "--no-liger", "packing": "--no-packing"}
 
@@ -469,11 +511,16 @@ def _ref_model_reason(plan: Plan) -> str:
         return "none: GRPOConfig beta defaults to 0.0, so TRL loads no reference model"
     if plan.ref_model == "none" and plan.method != "full":
         return "none: with PEFT the reference is the base model with the adapter disabled (no second copy)"
+    if plan.trainer == "gkd":
+        return f"the teacher, {plan.teacher}: frozen, loaded like the student (--teacher)"
     if plan.ref_model == "copy":
-        return ("copy: a frozen second model in the training dtype"
-                + (" (GKD's teacher)" if plan.trainer == "gkd" else ""))
+        return "copy: a frozen second model in the training dtype"
+    if plan.ref_model == "bema":
+        return ("bema: a copy that follows the policy's bias-corrected moving average (BEMACallback, every 400 steps; "
+                "fp32 running weights, θ0 and the EMA kept in host RAM)")
     if plan.ref_model == "precompute":
-        return "precompute: reference log-probs computed once before training (precompute_ref_log_probs=True)"
+        return ("precompute: reference log-probs scored once over the whole dataset before training "
+                "(precompute_ref_log_probs=True; no copy in GPU memory; --max-steps does not shorten that pass)")
     return "none: this trainer has no reference model"
 
 
@@ -514,7 +561,8 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
         "grad_accum": searched,
         "grad_ckpt": searched,
         "liger": searched,
-        "attn": "sdpa: PyTorch's fused attention, no extra package" if plan.attn == "sdpa" else searched,
+        "attn": choose_attention(request, model, target, plan.precision)[1] if request is not None and
+        not request.attn else ("sdpa: PyTorch's fused attention, no extra package" if plan.attn == "sdpa" else searched),
         "packing": ("off: packing changes which samples share a sequence, a data choice left to --packing"
                     if plan.trainer == "sft" and not plan.packing else
                     searched if plan.trainer == "sft" else "only SFT packs sequences"),
@@ -534,6 +582,11 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
         "vllm_mem_fraction": ("fraction of each GPU vLLM reserves next to training (GRPOConfig default 0.3)"
                               if plan.vllm_mode == "colocate" else "unused: vLLM does not share the training GPUs"),
         "ref_model": _ref_model_reason(plan),
+        "teacher": ("the model distilled into the student (--teacher), same vocabulary" if plan.trainer == "gkd" else
+                    "unused: only GKD has a teacher"),
+        "teacher_params": (f"{plan.teacher_params / 1e9:.2f}B parameters: the teacher's weights are in the memory "
+                           "estimate and its forward in the step time" if plan.trainer == "gkd" else
+                           "unused: only GKD has a teacher"),
         "trust_remote_code": ("asked for (--trust-remote-code)" if plan.trust_remote_code else
                               "never run code from the model repository unless asked"),
     }
@@ -601,6 +654,8 @@ def recreate_command(plan: Plan, model: ModelSpec, target: Target, request: Requ
             args += ["--vllm-mem-fraction", str(plan.vllm_mem_fraction)]
     if plan.trainer in ("dpo", "kto"):
         args += ["--ref-model", plan.ref_model]
+    if plan.trainer == "gkd" and plan.teacher:
+        args += ["--teacher", plan.teacher]
     return "trl-advisor generate " + " ".join(shlex.quote(a) for a in args)
 
 
@@ -683,8 +738,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         extra.append(("vllm_server_port", VLLM_PORT, "launch.sh passes the same port to `vllm serve`"))
     if plan.vllm_mode == "colocate":
         extra.append(("vllm_max_model_length", plan.seq_len, "prompt + completion: the plan's seq_len"))
-    bema = plan.trainer == "dpo" and plan.method == "full" and plan.ref_model == "copy" and not (
-        plan.zero_stage == 3 or plan.backend == "fsdp2")
+    bema = plan.ref_model == "bema"
     ctx = {
         "version": __version__,
         "trl_version": TRL_VERSION,
@@ -703,6 +757,9 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "pad_to_multiple_of": pad,
         "beta": beta,
         "bema": bema,
+        "unsloth_note": calibration.UNSLOTH_UNMEASURED,
+        # LIGER_MODEL_TYPES: the model types liger-kernel 0.8.5 has an apply_liger_kernel_to_<type> for
+        "liger_apply": f"apply_liger_kernel_to_{model.model_type}" if model.model_type in LIGER_MODEL_TYPES else None,
         "generating": plan.trainer in GENERATING_TRAINERS,
         "peft": plan.method in ("lora", "qlora"),
         "multinode": plan.nodes > 1,
@@ -711,6 +768,8 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "vllm_port": VLLM_PORT,
         "vllm_server_mem": VLLM_SERVER_MEM_FRACTION,
         "vllm_timeout": VLLM_STARTUP_TIMEOUT_S,
+        "vllm_poll": VLLM_HEALTH_POLL_S,
+        "stop_timeout": STOP_TIMEOUT_S,
         "main_process_port": MAIN_PROCESS_PORT,
         "nvme_path": NVME_PATH,
         "cpus_per_task": (target.cpu_cores if target.cpu_cores else CPUS_PER_GPU * plan.gpus_per_node),
@@ -718,6 +777,9 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "out_dir": out_dir,
         "alternatives": [_alternative_line(a) for a in result.get("alternatives", [])],
         "requirements": requirements(plan),
+        "environment": bundle_environment(plan),
+        # the Hub repository transformers loads for the attention (FLASH_ATTN_KERNEL_FALLBACK for flash_attention_2)
+        "hub_kernel_repo": plan.attn if "/" in plan.attn else "kernels-community/flash-attn2",
         "per_node": plan.num_processes // plan.nodes,
     }
     env = environment()
@@ -727,13 +789,16 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "launch.sh": env.get_template("launch.sh.j2").render(ctx),
         "requirements.txt": env.get_template("requirements.txt.j2").render(ctx),
         "model_config.json": json.dumps(model_config_fields(model), indent=2, sort_keys=True) + "\n",
+        **({"teacher_config.json": json.dumps(model_config_fields(teacher_spec(plan)), indent=2, sort_keys=True) + "\n"}
+           if plan.trainer == "gkd" else {}),
     }
     if plan.uses_deepspeed:
         files["ds_config.json"] = json.dumps(ds_config(plan), indent=2, sort_keys=True) + "\n"
     if plan.nodes > 1:
         files["slurm.sbatch"] = env.get_template("slurm.sbatch.j2").render(ctx)
     names = sorted([*files, "README.md", "plan.json"])
-    plan_json = {**result, "out": out_dir, "files": names}
+    # what requirements.txt installs, so verify and check read the environment as data, not from comments
+    plan_json = {**result, "out": out_dir, "files": names, "environment": ctx["environment"]}
     files["plan.json"] = json.dumps(plan_json, indent=2, sort_keys=True, default=_json_default) + "\n"
     ctx["files"] = names
     files["README.md"] = env.get_template("README.md.j2").render(ctx)
@@ -745,6 +810,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "accelerate.yaml": accelerate_yaml_data(plan),
         "ds_config.json": ds_config(plan) if plan.uses_deepspeed else None,
         "model_config.json": model_config_fields(model),
+        "teacher_config.json": model_config_fields(teacher_spec(plan)) if plan.trainer == "gkd" else None,
         "plan.json": plan_json,
     })
     return {name: files[name] for name in sorted(files, key=_bundle_order)}
@@ -758,7 +824,7 @@ def _check_rendered(files: dict[str, str], expected: dict) -> None:
         constants, doc_parts = expected["train.py"]
         rc.check_python("train.py", files["train.py"], constants, doc_parts)
         rc.check_yaml("accelerate.yaml", files["accelerate.yaml"], expected["accelerate.yaml"])
-        for name in ("ds_config.json", "model_config.json", "plan.json"):
+        for name in ("ds_config.json", "model_config.json", "teacher_config.json", "plan.json"):
             if name in files:
                 rc.check_json(name, files[name], expected[name])
         rc.check_shell("launch.sh", files["launch.sh"])

@@ -124,7 +124,7 @@ def _check_target(target: Path, out_dir: str, *, force: bool) -> None:
 
 
 BUNDLE_NAMES = frozenset({"README.md", "plan.json", "train.py", "accelerate.yaml", "ds_config.json", "launch.sh",
-                          "slurm.sbatch", "requirements.txt", "model_config.json", MARKER_NAME})
+                          "slurm.sbatch", "requirements.txt", "model_config.json", "teacher_config.json", MARKER_NAME})
 """Every file a bundle may hold (advisor.bundle.render.BUNDLE_ORDER and the marker)."""
 RUN_ARTIFACTS = frozenset({"metrics", "logs", "random-init", "verify.log", "verify-report.json", "verify-report.md",
                            "__pycache__"})

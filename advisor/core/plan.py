@@ -44,7 +44,11 @@ class Plan:
     """GPUs given to a vLLM server (server mode); they do not train."""
     vllm_mem_fraction: float = 0.0
     ref_model: str = "none"
-    """copy | precompute | none (DPO/KTO reference; GRPO/RLOO: copy when beta > 0)."""
+    """copy | precompute | none | bema (DPO/KTO reference; GRPO/RLOO: copy when beta > 0; GKD: the teacher)."""
+    teacher: str = ""
+    """GKD: the teacher's hub id or folder (what train.py loads); empty for the other trainers."""
+    teacher_params: int = 0
+    """GKD: the teacher's parameter count, for its weights in memory and its forward in the step time."""
     lora_alpha: int = 32
     trust_remote_code: bool = False
 
@@ -103,6 +107,8 @@ class Plan:
             bits.append(f"ring cp={self.cp_size}")
         if self.vllm_mode != "none":
             bits.append(f"vllm {self.vllm_mode}" + (f" on {self.vllm_gpus} GPU" if self.vllm_gpus else ""))
+        if self.ref_model in ("precompute", "bema"):
+            bits.append("precomputed reference" if self.ref_model == "precompute" else "BEMA reference")
         return ", ".join(bits)
 
 

@@ -13,7 +13,9 @@ OFFLOADS = ("none", "optimizer", "all")
 OFFLOAD_DEVICES = ("cpu", "nvme")
 PRECISIONS = ("bf16", "bf16-mixed", "fp16-mixed", "fp32")
 VLLM_MODES = ("none", "colocate", "server")
-REF_MODELS = ("copy", "precompute", "none")
+REF_MODELS = ("copy", "precompute", "none", "bema")
+"""DPO/KTO reference: a frozen copy, log-probs precomputed before training, none (PEFT: the adapter-disabled base),
+or a copy that follows the policy by BEMA (trl.experimental.bema_for_ref_model, DPO full fine-tuning)."""
 ATTN_BUILTIN = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention",
                 "paged|eager")
 """The attention implementations transformers 5.24 accepts by name (`eager` plus
@@ -42,6 +44,8 @@ LIMITS: dict[str, tuple[int | float, int | float, str]] = {
     "max_completion_len": (1, 4_194_304, "beyond any model's context (4M tokens)"),
     "vllm_gpus": (0, 1024, "no machine has more GPUs per node"),
     "zero": (0, 3, "DeepSpeed's ZeRO stages are 0, 1, 2 and 3"),
+    "tokens": (1, 10**14, "100 trillion tokens, several times the 15T Llama 3 was pre-trained on (Meta, 2024)"),
+    "steps": (1, 100_000_000, "100M optimizer steps: years of training at one step per second"),
 }
 
 
@@ -101,7 +105,13 @@ class Request:
     vllm_gpus: int | None = None
     vllm_mem_fraction: float | None = None
     ref_model: str | None = None
+    teacher: str | None = None
+    """GKD: the teacher model (same forms as `model`); required for GKD, which distils it into the student."""
     trust_remote_code: bool = False
+    tokens: int | None = None
+    """Job size: trained tokens, as tokens/s counts them; estimate, generate and recommend say how long it takes."""
+    steps: int | None = None
+    """Job size: optimizer steps (global batch x seq_len tokens each); one of tokens and steps."""
 
     def to_dict(self) -> dict:
         return asdict(self)

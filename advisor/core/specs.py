@@ -141,6 +141,10 @@ class ModelSpec(_Row):
         _str(self, "attention", choices=("full", "sliding-mix", "sliding"))
         _str(self, "size", optional=True)
         _strings(self, "aliases")
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", self.model_type):
+            # transformers' model_type names are lower-case identifiers; the bundle writes it into code (the Liger
+            # function it imports), so nothing else may pass
+            raise SpecError("model_type", f"expected a transformers model_type such as qwen2, got {self.model_type!r:.40}")
         if self.heads % self.kv_heads:
             raise SpecError("(row)", f"{self.id}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})")
         if self.num_experts and not (self.experts_per_token and self.moe_intermediate):

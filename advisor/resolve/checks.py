@@ -33,8 +33,10 @@ def check_attn(attn: str | None) -> None:
                             "kernels-community/flash-attn2")
 
 
-def check_request(req: Request) -> None:
-    """Values that are wrong whatever the hardware: one-line errors with the valid range as the hint."""
+def check_request(req: Request, *, applicable: bool = True) -> None:
+    """Values that are wrong whatever the hardware: one-line errors with the valid range as the hint.
+    `applicable=False` skips the check that each pin means something for the trainer (the rules' own tests build
+    such requests on purpose, to exercise the rules that catch the same mistakes in users' files)."""
     for name in ("model", "gpu", "hardware", "attn"):
         check_text(_flag(name), getattr(req, name))
     check_attn(req.attn)
@@ -64,6 +66,89 @@ def check_request(req: Request) -> None:
     if req.max_completion_len and req.seq_len and req.max_completion_len >= req.seq_len:
         raise AdvisorError("--max-completion-len must be shorter than --seq-len (which counts prompt + completion)",
                            hint=f"for example --seq-len {req.max_completion_len * 2}")
+    if req.tokens is not None and req.steps is not None:
+        raise AdvisorError("--tokens and --steps both size the job: give one",
+                           hint="--tokens counts trained tokens; --steps counts optimizer steps")
+    check_text("--teacher", req.teacher)
+    if applicable:
+        check_applicable(req)
+
+
+# Flag -> the trainers it means something for. A pin outside them would be dropped silently (written into the bundle
+# as if it had been honoured): it is a usage error that names it.
+_TRAINERS_OF_FLAG: dict[str, tuple[str, ...]] = {
+    "num_generations": R.GENERATING_TRAINERS,
+    "max_completion_len": (*R.GENERATING_TRAINERS, "gkd"),
+    "vllm": R.GENERATING_TRAINERS,
+    "vllm_gpus": R.GENERATING_TRAINERS,
+    "vllm_mem_fraction": R.GENERATING_TRAINERS,
+    "ref_model": (*R.PREFERENCE_TRAINERS, *R.GENERATING_TRAINERS),
+    "teacher": ("gkd",),
+    "packing": ("sft",),
+}
+_WHAT_IT_IS = {
+    "num_generations": "completions per prompt, for the trainers that sample (grpo, rloo)",
+    "max_completion_len": "the sampled part of a sequence (grpo, rloo, gkd)",
+    "vllm": "vLLM generates completions for grpo and rloo",
+    "vllm_gpus": "vLLM generates completions for grpo and rloo",
+    "vllm_mem_fraction": "vLLM generates completions for grpo and rloo",
+    "ref_model": "the frozen reference of dpo and kto (grpo/rloo: the KL reference, copy or none)",
+    "teacher": "the model gkd distils into the student",
+    "packing": "SFTConfig packing; the other trainers do not pack",
+}
+
+
+def check_applicable(req: Request) -> None:
+    """Every pinned knob must mean something for this trainer and the other pins: none is dropped silently."""
+    trainer = req.trainer
+    for name, trainers in _TRAINERS_OF_FLAG.items():
+        value = getattr(req, name)
+        if value is None or trainer not in trainers:
+            if value is not None and not (name == "packing" and value is False):
+                raise AdvisorError(f"{_flag(name)} does not apply to --trainer {trainer}: {_WHAT_IT_IS[name]}",
+                                   hint=f"drop {_flag(name)}, or use --trainer {trainers[0]}")
+    if trainer in R.GENERATING_TRAINERS and req.ref_model not in (None, "copy", "none"):
+        raise AdvisorError(f"--ref-model {req.ref_model} does not apply to --trainer {trainer}: its reference is a "
+                           "KL term, a copy of the policy (copy) or none", hint="use --ref-model copy or none")
+    if req.ref_model == "bema" and trainer != "dpo":
+        raise AdvisorError("--ref-model bema is DPO's (trl.experimental.bema_for_ref_model wraps DPOTrainer)",
+                           hint="use --trainer dpo, or --ref-model copy")
+    if req.ref_model in ("none", "bema") and trainer in R.PREFERENCE_TRAINERS and req.method == "full":
+        why = ("TRL 1.16 builds its own reference copy when a fully trained model gets none (dpo_trainer.py, "
+               "kto_trainer.py): it would be a copy anyway" if req.ref_model == "none" else "")
+        if why:
+            raise AdvisorError(f"--ref-model none with --method full: {why}",
+                               hint="use --ref-model copy or precompute (or --method lora, whose reference is the "
+                                    "base model with the adapter off)")
+    if req.ref_model == "bema" and req.method in ("lora", "qlora"):
+        raise AdvisorError("--ref-model bema needs --method full: BEMA averages the trained weights into a copy of "
+                           "the whole model (trl BEMACallback), which an adapter does not have",
+                           hint="use --method full, or --ref-model none with LoRA")
+    if trainer == "gkd" and not req.teacher:
+        raise AdvisorError("--trainer gkd needs --teacher MODEL: GKD distils a teacher into the student",
+                           hint="for example --model qwen2.5-0.5b --teacher qwen2.5-1.5b (the same vocabulary)")
+    if req.vllm == "none" and (req.vllm_gpus or req.vllm_mem_fraction):
+        flag = "--vllm-gpus" if req.vllm_gpus else "--vllm-mem-fraction"
+        raise AdvisorError(f"{flag} with --vllm none: there is no vLLM to give it to", hint=f"drop {flag}")
+    if req.vllm == "colocate" and req.vllm_gpus:
+        raise AdvisorError("--vllm-gpus with --vllm colocate: colocated vLLM shares the training GPUs",
+                           hint="drop --vllm-gpus, or use --vllm server")
+    if req.vllm == "server" and req.vllm_mem_fraction:
+        raise AdvisorError("--vllm-mem-fraction with --vllm server: the server's GPUs are its own (it takes 0.9 of "
+                           "them)", hint="drop --vllm-mem-fraction, or use --vllm colocate")
+    if req.vllm_gpus and req.vllm_mem_fraction:
+        raise AdvisorError("--vllm-gpus (server) and --vllm-mem-fraction (colocate) exclude each other",
+                           hint="keep one of them")
+    if req.lora_r is not None and req.method == "full":
+        raise AdvisorError("--lora-r with --method full: full fine-tuning has no adapter", hint="drop --lora-r")
+    if req.zero is not None and req.backend not in (None, "deepspeed"):
+        raise AdvisorError(f"--zero {req.zero} with --backend {req.backend}: ZeRO stages are DeepSpeed's",
+                           hint="use --backend deepspeed, or drop --zero")
+    if req.offload_device is not None and req.offload == "none":
+        raise AdvisorError("--offload-device with --offload none: nothing is offloaded", hint="drop --offload-device")
+    if req.offload not in (None, "none") and req.backend in ("single", "ddp"):
+        raise AdvisorError(f"--offload {req.offload} with --backend {req.backend}: offloading is DeepSpeed's or FSDP2's",
+                           hint="use --backend deepspeed (or fsdp2 for --offload all)")
 
 
 def check_against_target(req: Request, target: Target) -> None:

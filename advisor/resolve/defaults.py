@@ -9,6 +9,7 @@ from advisor.core.plan import Plan
 from advisor.core.request import Request
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
+from advisor.resolve.attention import choose_attention
 
 # Documented defaults for `estimate` (TRL 1.16 / transformers TrainingArguments defaults where they exist).
 DEFAULT_SEQ_LEN = 1024  # SFTConfig/DPOConfig/KTOConfig max_length = 1024
@@ -62,25 +63,54 @@ def default_plan(req: Request, model: ModelSpec, target: Target) -> Plan:
     cp = req.cp_size or 1
     dp = max(1, world // max(sp, cp))
     accum = req.grad_accum or (max(1, req.global_batch // (micro * dp)) if req.global_batch else 1)
-    if req.ref_model:
-        ref = req.ref_model
-    elif trainer in R.PREFERENCE_TRAINERS or trainer == "rloo":
-        # DPO/KTO always score against a frozen reference; RLOO's beta defaults to 0.05 (KL term on). With PEFT the
-        # reference is the base model with the adapter disabled: no second copy.
-        ref = "none" if method != "full" else "copy"
-    elif trainer == "gkd":
-        ref = "copy"  # the teacher: by default a second model of the same architecture
-    else:
-        ref = "none"  # GRPO: beta defaults to 0.0, so no reference model is loaded
+    ref = reference_options(req, method)[0]
+    teacher, teacher_params = resolve_teacher(req, model)
     return Plan(
         trainer=trainer, method=method, lora_r=req.lora_r or DEFAULT_LORA_R, backend=backend, zero_stage=zero,
         offload=req.offload or "none", offload_device=req.offload_device or "cpu", precision=precision,
         seq_len=seq_len, micro_batch=micro, grad_accum=accum,
         grad_ckpt=True if req.grad_ckpt is None else req.grad_ckpt,  # TRL's _BaseConfig turns it on by default
-        liger=bool(req.liger), attn=req.attn or "sdpa", packing=bool(req.packing), sp_size=sp, cp_size=cp,
+        liger=bool(req.liger), attn=choose_attention(req, model, target, precision)[0], packing=bool(req.packing), sp_size=sp, cp_size=cp,
         num_processes=world, nodes=target.nodes, gpus_per_node=target.gpus_per_node, unsloth=bool(req.unsloth),
         num_generations=(req.num_generations or DEFAULT_NUM_GENERATIONS[trainer]) if generating else 0,
         max_completion_len=max_completion, vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
         vllm_mem_fraction=(req.vllm_mem_fraction or DEFAULT_VLLM_MEM_FRACTION) if vllm_mode == "colocate" else 0.0,
-        ref_model=ref, lora_alpha=2 * (req.lora_r or DEFAULT_LORA_R), trust_remote_code=req.trust_remote_code,
+        ref_model=ref, teacher=teacher, teacher_params=teacher_params, lora_alpha=2 * (req.lora_r or DEFAULT_LORA_R),
+        trust_remote_code=req.trust_remote_code,
     )
+
+
+def reference_options(req: Request, method: str) -> list[str]:
+    """The reference models a plan of this trainer and method may have, the default first (`estimate` takes it,
+    `generate` searches them all). A pinned --ref-model is the only option.
+
+    DPO/KTO always score against a frozen reference. Full fine-tuning: a copy (default), or log-probs precomputed
+    once before training (no copy in memory). With PEFT the reference is the base model with the adapter disabled:
+    no copy ("none"). RLOO's beta defaults to 0.05 (a KL reference: a copy for full fine-tuning, the adapter-disabled
+    base with PEFT); GRPO's to 0.0 (none). GKD: "copy" is the teacher (--teacher)."""
+    if req.ref_model:
+        return [req.ref_model]
+    trainer = req.trainer
+    if trainer in R.PREFERENCE_TRAINERS:
+        return ["copy", "precompute"] if method == "full" else ["none"]
+    if trainer == "rloo":
+        return ["copy"] if method == "full" else ["none"]
+    if trainer == "gkd":
+        return ["copy"]
+    return ["none"]
+
+
+def resolve_teacher(req: Request, model: ModelSpec) -> tuple[str, int]:
+    """GKD's teacher as (what train.py loads, its parameter count); ("", 0) for the other trainers. The teacher must
+    share the student's vocabulary: GKD compares the two next-token distributions token by token
+    (trl/experimental/gkd/gkd_trainer.py generalized_jsd_loss; DistillationTrainer checks vocab_size equality)."""
+    if req.trainer != "gkd" or not req.teacher:
+        return "", 0
+    from advisor.catalog import resolve_model as lookup
+
+    teacher = lookup(req.teacher)
+    if teacher.vocab != model.vocab:
+        raise AdvisorError(f"--teacher {teacher.id} has a vocabulary of {teacher.vocab:,} tokens and the student "
+                           f"{model.id} {model.vocab:,}: GKD compares the two distributions over one vocabulary",
+                           hint="choose a teacher of the student's family with the same vocab_size (its config.json)")
+    return teacher.hf_id, teacher.params

@@ -18,7 +18,10 @@ from advisor.resolve import (
     DEFAULT_NUM_GENERATIONS,
     DEFAULT_SEQ_LEN,
     DEFAULT_VLLM_MEM_FRACTION,
+    reference_options,
+    resolve_teacher,
 )
+from advisor.resolve.attention import choose_attention
 
 DEFAULT_GLOBAL_BATCH = 64
 """Sequences (DPO: pairs; GRPO/RLOO: completions) per optimizer step when neither --global-batch nor --grad-accum
@@ -51,7 +54,9 @@ class Candidate:
 
     @property
     def tokens_per_second(self) -> float:
-        return self.speed.tokens_per_second if self.speed is not None else 0.0
+        """The run's tokens per second, one-off work outside the steps included (precomputed reference log-probs,
+        BEMA's averaging; SpeedEstimate.effective_tokens_per_second): what candidates are ranked and shown by."""
+        return self.speed.effective_tokens_per_second if self.speed is not None else 0.0
 
 
 @dataclass
@@ -148,6 +153,8 @@ def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
     ligers = [req.liger] if req.liger is not None else ([False, True] if model.model_type in LIGER_MODEL_TYPES
                                                         else [False])
     lora_r = req.lora_r or DEFAULT_LORA_R
+    teacher, teacher_params = resolve_teacher(req, model)
+    attn = choose_attention(req, model, target, precision)[0]
     out: list[Plan] = []
     for (vmode, vgpus), method in itertools.product(_vllm_options(req, model, target), _methods(req)):
         world = target.world_size - (vgpus * target.nodes if vmode == "server" else 0)
@@ -157,23 +164,23 @@ def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
                 _backend_options(req, world), _parallel_options(req, model, world), ckpts, ligers):
             if backend == "single" and world > 1:
                 continue
-            if req.unsloth and backend not in ("single", "ddp"):
-                continue
-            ref = req.ref_model or (("none" if method != "full" else "copy") if req.trainer in
-                                    (*R.PREFERENCE_TRAINERS, "rloo") else ("copy" if req.trainer == "gkd" else "none"))
-            out.append(Plan(
-                trainer=req.trainer, method=method, lora_r=lora_r, lora_alpha=2 * lora_r, backend=backend,
-                zero_stage=stage, offload=offload, offload_device=req.offload_device or "cpu", precision=precision,
-                seq_len=seq, micro_batch=req.micro_batch or 1, grad_accum=req.grad_accum or 1, grad_ckpt=ckpt,
-                liger=liger and not req.unsloth, attn=req.attn or "sdpa", packing=bool(req.packing), sp_size=sp,
-                cp_size=cp, num_processes=world, nodes=target.nodes, gpus_per_node=target.gpus_per_node,
-                unsloth=bool(req.unsloth),
-                num_generations=(req.num_generations or DEFAULT_NUM_GENERATIONS[req.trainer]) if generating else 0,
-                max_completion_len=(req.max_completion_len or min(DEFAULT_MAX_COMPLETION, seq // 2)) if generating
-                else 0,
-                vllm_mode=vmode, vllm_gpus=vgpus,
-                vllm_mem_fraction=(req.vllm_mem_fraction or DEFAULT_VLLM_MEM_FRACTION) if vmode == "colocate" else 0.0,
-                ref_model=ref, trust_remote_code=req.trust_remote_code))
+            if req.unsloth and backend == "fsdp2":
+                continue  # Unsloth's FSDP2 needs its own wrap (UNSLOTH_FSDP2=1, rule CMP003): DeepSpeed or DDP here
+            for ref in reference_options(req, method):
+                out.append(Plan(
+                    trainer=req.trainer, method=method, lora_r=lora_r, lora_alpha=2 * lora_r, backend=backend,
+                    zero_stage=stage, offload=offload, offload_device=req.offload_device or "cpu", precision=precision,
+                    seq_len=seq, micro_batch=req.micro_batch or 1, grad_accum=req.grad_accum or 1, grad_ckpt=ckpt,
+                    liger=liger and not req.unsloth, attn=attn, packing=bool(req.packing), sp_size=sp,
+                    cp_size=cp, num_processes=world, nodes=target.nodes, gpus_per_node=target.gpus_per_node,
+                    unsloth=bool(req.unsloth),
+                    num_generations=(req.num_generations or DEFAULT_NUM_GENERATIONS[req.trainer]) if generating else 0,
+                    max_completion_len=(req.max_completion_len or min(DEFAULT_MAX_COMPLETION, seq // 2)) if generating
+                    else 0,
+                    vllm_mode=vmode, vllm_gpus=vgpus,
+                    vllm_mem_fraction=(req.vllm_mem_fraction or DEFAULT_VLLM_MEM_FRACTION) if vmode == "colocate" else 0.0,
+                    ref_model=ref, teacher=teacher, teacher_params=teacher_params,
+                    trust_remote_code=req.trust_remote_code))
     return out
 
 
@@ -191,5 +198,7 @@ def _accumulation(plan: Plan, micro: int, global_batch: int | None, pinned_accum
 
 
 def family(plan: Plan) -> tuple:
+    """What makes two candidates different plans rather than two tunings of one (micro-batch, checkpointing and
+    Liger are tunings): the alternatives list shows the best of each other family."""
     return (plan.backend, plan.zero_stage, plan.offload, plan.method, plan.sp_size, plan.cp_size, plan.vllm_mode,
-            plan.vllm_gpus)
+            plan.vllm_gpus, plan.ref_model)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from advisor.core.plan import Plan
 from advisor.core.specs import GIB
+from advisor.model.job import describe as describe_job
+from advisor.resolve.attention import choose_attention
 from advisor.search.candidates import DEFAULT_GLOBAL_BATCH, Candidate, Decision, family
 
 
@@ -51,6 +53,19 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
         reasons["sp_size"] = f"Ulysses over {plan.sp_size} GPUs splits the {plan.seq_len}-token sequence to fit"
     if plan.vllm_mode != "none" and "vllm" not in pinned:
         reasons["vllm_mode"] = f"{plan.vllm_mode}: fastest generation that fits"
+    if plan.attn != "sdpa" and "attn" not in pinned:
+        reasons["attn"] = choose_attention(req, decision.model, decision.target, plan.precision)[1]
+    if plan.trainer in ("dpo", "kto") and plan.method == "full" and "ref_model" not in pinned:
+        other = next((c for c in candidates if c.plan.ref_model != plan.ref_model and c.feasible
+                      and c.plan.backend == plan.backend and c.plan.zero_stage == plan.zero_stage), None)
+        if plan.ref_model == "precompute":
+            reasons["ref_model"] = ("precompute: no reference copy in GPU memory; the whole dataset is scored once "
+                                    "before training (--max-steps does not shorten that pass)"
+                                    + (f"; {chosen.tokens_per_second:,.0f} vs {other.tokens_per_second:,.0f} "
+                                       "tokens/s with a copy" if other else "; a copy does not fit"))
+        else:
+            reasons["ref_model"] = ("copy: a frozen second model; precomputing the reference log-probs would not be "
+                                    "faster" + (f" ({other.tokens_per_second:,.0f} tokens/s)" if other else ""))
     return reasons
 
 
@@ -82,6 +97,12 @@ def render_decision(result: dict, decision: Decision, out: str) -> str:
              + (f", host {mem['host_bytes'] / GIB:.0f} GiB" if mem.get("host_bytes") else ""),
              f"speed    {speed['tokens_per_second']:,.0f} tokens/s, {speed['step_seconds']:.2f} s/step, "
              f"MFU {speed['mfu'] * 100:.0f}%  ({decision.considered} configurations estimated)"]
+    if speed.get("amortized_seconds_per_step"):
+        lines.append(f"         {speed['effective_tokens_per_second']:,.0f} tokens/s over the whole run: "
+                     f"{speed['amortized_seconds_per_step']:.2f} s per step of work outside the steps "
+                     f"({'the reference pass before training' if c.plan.ref_model == 'precompute' else 'BEMA updates'})")
+    if result.get("job"):
+        lines.append(f"job      {describe_job(result['job'])}")
     if decision.reasons:
         lines.append("why")
         width = max(len(k) for k in decision.reasons)
@@ -89,9 +110,14 @@ def render_decision(result: dict, decision: Decision, out: str) -> str:
     if decision.alternatives:
         lines.append("rejected")
         lines += [f"  {a.plan.short()}: {a.rejected_because}" for a in decision.alternatives[:5]]
-    problems = [f for f in result.get("findings", []) if f.get("status", "fail") == "fail"]
+    # every finding the JSON holds: failures, and checks that could not be made (status unknown: a catalogue target
+    # does not say how much host RAM it has, say), which are shown as such rather than left out
+    problems = result.get("findings", [])
     if problems:
         lines.append("findings")
-        lines += [f"  {f['id']} {f['severity']}: {f['message']}" for f in problems]
+        for f in problems:
+            unknown = f.get("status") == "unknown"
+            label = f"{f['severity']}, not checked" if unknown else f["severity"]
+            lines.append(f"  {f['id']} {label}: {f['message']}")
     lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {out}/launch.sh")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from advisor.core.plan import Plan
 from advisor.core.request import Request
 from advisor.core.specs import GIB, ModelSpec
 from advisor.core.target import Target
+from advisor.model import calibration
 from advisor.model.estimate import estimate_plan, result_dict
 from advisor.resolve import DEFAULT_SEQ_LEN, check_against_target, check_request, resolve_model, resolve_target
 from advisor.search.candidates import (
@@ -61,13 +62,14 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
                                                                             req.grad_accum))
         mem, spd = _estimate(model, plan, target)
         estimated += 1
-        if not mem.fits:
+        limit = planner_limit_bytes(mem)
+        if mem.per_gpu_reserved_bytes > limit:
             if best is not None:
                 best.next_micro_note = (f"{micro} needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB, over the "
-                                        f"{(mem.per_gpu_reserved_bytes + mem.headroom_bytes) / GIB:.1f} GiB limit")
+                                        f"{limit / GIB:.1f} GiB limit")
             miss = miss or Candidate(plan, mem, spd, rejected_because=(
                 f"does not fit: needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB per GPU, limit "
-                f"{(mem.per_gpu_reserved_bytes + mem.headroom_bytes) / GIB:.1f} GiB"))
+                f"{limit / GIB:.1f} GiB"))
             break  # memory grows with the micro-batch: larger ones do not fit either
         if not _host_ok(mem, target):
             miss = miss or Candidate(plan, mem, spd, rejected_because=(
@@ -78,6 +80,14 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
         if best is None or cand.tokens_per_second > best.tokens_per_second:
             best = cand
     return (best or miss), estimated
+
+
+def planner_limit_bytes(mem) -> int:
+    """The most a chosen plan may reserve: what `fits` allows less the planner's headroom
+    (calibration.PLANNER_HEADROOM_FRACTION of the usable memory), the same figure rule MEM002 warns below, so that
+    the planner never picks a plan its own rules warn about."""
+    return mem.per_gpu_reserved_bytes + mem.headroom_bytes - int(calibration.PLANNER_HEADROOM_FRACTION *
+                                                                  mem.capacity_bytes)
 
 
 ALTERNATIVES_SHOWN = 8
@@ -151,8 +161,8 @@ JIT-built ops (DeepSpeed's FusedAdam/CPUAdam), and the speed model's own error (
 
 
 LIGER_MARGIN = 0.03
-"""Liger must predict 3% more tokens/s to be chosen unpinned: `use_liger_kernel` is deprecated in TRL 1.16 (rule
-CMP006) and adds a dependency."""
+"""Liger must predict 3% more tokens/s to be chosen unpinned: it adds a dependency and Triton kernels compiled at the
+first step, for a gain the speed model predicts within its own error (docs/accuracy.md)."""
 
 
 def _rank_key(c: Candidate, req: Request):
@@ -236,7 +246,7 @@ def smallest_change(req: Request, model: ModelSpec, target: Target) -> str:
             tries.append((f"--nodes {nodes}", req.with_(nodes=nodes), target.with_(nodes=nodes)))
     for label, r, t in tries:
         decision = search(r, model, t)
-        if decision.chosen is not None:
+        if decision.chosen is not None and not impractical(decision.chosen):
             c = decision.chosen
             host = ""
             if c.plan.offload != "none" and c.memory.host_bytes:
@@ -279,6 +289,15 @@ def alternative_json(c: Candidate) -> dict:
             "rejected_because": c.rejected_because}
 
 
+IMPRACTICAL_STEP_SECONDS = 3600.0
+"""A plan whose optimizer step is predicted to take more than an hour is not an answer: 1,000 steps would run for six
+weeks. `generate` says so (exit 1, as when nothing fits) and names the smallest change that gives a practical plan."""
+
+
+def impractical(c: Candidate) -> bool:
+    return c.speed is not None and c.speed.step_seconds > IMPRACTICAL_STEP_SECONDS
+
+
 def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     """Search and build the generate JSON (without writing anything)."""
     check_request(req)
@@ -287,12 +306,19 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     check_against_target(req, target)
     decision = search(req, model, target)
     decision.notes = list(target.notes)
+    if req.unsloth:
+        decision.notes.append("Unsloth: " + calibration.UNSLOTH_UNMEASURED)
     if decision.chosen is None:
         _raise_if_a_pin_breaks_a_rule(req, model, target)
         raise NoFeasiblePlanError(
             f"no plan for {model.id} ({req.trainer}) fits {target.describe()}: searched {decision.considered} "
             "configurations", hint=smallest_change(req, model, target))
     c = decision.chosen
+    if impractical(c):
+        raise NoFeasiblePlanError(
+            f"no practical plan for {model.id} ({req.trainer}) on {target.describe()}: the best that fits, "
+            f"{c.plan.short()}, takes {c.speed.step_seconds / 3600:.1f} h per optimizer step "
+            f"({c.tokens_per_second:,.1f} tokens/s)", hint=smallest_change(req, model, target))
     findings = rules.finding_dicts(rules.Context(request=req, plan=c.plan, model=model, target=target,
                                                 memory=c.memory, speed=c.speed))
     result = result_dict(req, model, target, c.plan, c.memory, c.speed, findings)

@@ -130,7 +130,10 @@ def random_plan(rng: random.Random) -> tuple[Plan, str, str]:
         gpus_per_node=gpn, unsloth=backend in ("single", "ddp") and rng.random() < 0.15, num_generations=ng,
         max_completion_len=seq // rng.choice([2, 4]) if ng else 0, vllm_mode=vllm, vllm_gpus=vllm_gpus,
         vllm_mem_fraction=rng.choice([0.2, 0.3, 0.5]) if vllm == "colocate" else 0.0,
-        ref_model=rng.choice(["copy", "precompute", "none"]) if trainer in ("dpo", "kto") else
-        rng.choice(["copy", "none"]), lora_alpha=32, trust_remote_code=rng.random() < 0.1,
+        ref_model=rng.choice(["copy", "precompute", "none", "bema"] if trainer == "dpo" else ["copy", "precompute", "none"])
+        if trainer in ("dpo", "kto") else rng.choice(["copy", "none"]), lora_alpha=32,
+        trust_remote_code=rng.random() < 0.1,
+        # GKD needs a teacher of the same vocabulary: the student's own catalogue row is one
+        teacher=MODELS[model].hf_id if trainer == "gkd" else "", teacher_params=MODELS[model].params if trainer == "gkd" else 0,
     )
     return p, model, gpu

@@ -59,6 +59,8 @@ CASES = [
      "llama-3.1-8b", "A100-80GB"),
     ("dpo-full-ref-copy-ddp", dict(trainer="dpo", ref_model="copy", backend="ddp", num_processes=2,
                                    gpus_per_node=2), "qwen2.5-1.5b", "A100-80GB"),
+    ("dpo-full-bema-ddp", dict(trainer="dpo", ref_model="bema", backend="ddp", num_processes=2,
+                               gpus_per_node=2), "qwen2.5-1.5b", "A100-80GB"),
     ("dpo-lora-z2", dict(trainer="dpo", method="lora", backend="deepspeed", zero_stage=2, num_processes=2,
                          gpus_per_node=2), "llama-3.1-8b", "A100-80GB"),
     ("dpo-full-precompute-z3", dict(trainer="dpo", ref_model="precompute", backend="deepspeed", zero_stage=3,
@@ -66,8 +68,10 @@ CASES = [
     ("kto-full-ref-copy", dict(trainer="kto", ref_model="copy"), "qwen2.5-1.5b", "H100-80GB"),
     ("kto-lora-fsdp2", dict(trainer="kto", method="lora", backend="fsdp2", num_processes=4, gpus_per_node=4),
      "llama-3.1-8b", "H100-80GB"),
-    ("gkd-full", dict(trainer="gkd", ref_model="copy"), "qwen2.5-1.5b", "H100-80GB"),
-    ("gkd-lora-z3", dict(trainer="gkd", method="lora", ref_model="copy", backend="deepspeed", zero_stage=3,
+    ("gkd-full", dict(trainer="gkd", ref_model="copy", teacher="Qwen/Qwen2.5-7B", teacher_params=7615616512),
+     "qwen2.5-1.5b", "H100-80GB"),
+    ("gkd-lora-z3", dict(trainer="gkd", method="lora", ref_model="copy", teacher="Qwen/Qwen2.5-32B",
+                         teacher_params=32763876352, backend="deepspeed", zero_stage=3,
                          num_processes=8, gpus_per_node=8), "qwen2.5-7b", "H100-80GB"),
     ("grpo-no-vllm", dict(trainer="grpo", micro_batch=8, grad_accum=1, num_generations=8, max_completion_len=512),
      "qwen2.5-1.5b", "H100-80GB"),
@@ -114,6 +118,8 @@ def test_files_present(case):
         expected.add("ds_config.json")
     if p.nodes > 1:
         expected.add("slurm.sbatch")
+    if p.trainer == "gkd":
+        expected.add("teacher_config.json")  # --random-init builds the teacher from it too
     assert set(files) == expected
     assert json.loads(files["plan.json"])["files"] == sorted(expected)
 
@@ -182,6 +188,10 @@ def test_requirements(case):
     if p.unsloth:
         assert "trl==1.15.0" in lines and "transformers==5.17.0" in lines and "unsloth==2026.10.9" in lines
         assert "separate virtual environment" in files["requirements.txt"]
+    elif p.vllm_mode != "none":  # vllm 0.31.0 requires transformers>=5.10.4,<5.18.0 and torch==2.13.0
+        assert "trl==1.16.0" in lines and "transformers==5.17.0" in lines and "torch==2.13.0" in lines
+    elif "/" in p.attn or p.attn == "flash_attention_2":  # the index serves kernels 0.16-0.17: transformers 5.17's
+        assert "trl==1.16.0" in lines and "transformers==5.17.0" in lines and "kernels>=0.16.0,<0.17" in lines
     else:
         assert "trl==1.16.0" in lines and "transformers==5.24.0" in lines and "accelerate==1.15.0" in lines
     assert ("deepspeed" in names) is (p.backend == "deepspeed")
@@ -190,6 +200,8 @@ def test_requirements(case):
         assert "vllm==0.31.0" in lines  # trl[vllm] allows <= 0.31.0
     assert ("bitsandbytes" in names) is (p.method == "qlora")
     assert ("liger-kernel" in names) is (p.liger and not p.unsloth)
+    assert ("kernels" in names) is ("/" in p.attn or p.attn == "flash_attention_2")
+    assert ("math-verify" in names) is (p.trainer in ("grpo", "rloo"))  # the default accuracy reward
 
 
 def test_readme(case):
@@ -271,9 +283,10 @@ def test_fsdp2_activation_checkpointing_moves_to_fsdp():
     _, files = _files("sft-full-fsdp2")
     doc = yaml.safe_load(files["accelerate.yaml"])
     assert doc["fsdp_config"]["fsdp_activation_checkpointing"] is True
-    assert "gradient_checkpointing=False" in files["train.py"]
+    assert "**{CHECKPOINTING_ARG: False}" in files["train.py"]
     assert 'gradient_checkpointing=CONFIG["grad_ckpt"]' not in files["train.py"]
-    assert "use_liger_kernel=CONFIG[\"liger\"]" in files["train.py"]
+    # Liger through its own per-architecture API (TRL 1.16 deprecates use_liger_kernel)
+    assert "apply_liger_kernels()" in files["train.py"] and "use_liger_kernel=" not in files["train.py"]
 
 
 def test_ulysses_sp():
@@ -306,9 +319,10 @@ def test_vllm_server_launch():
     train = [int(x) for x in _assignment(src, "TRAIN_GPUS").split(",")]
     assert sorted(vllm + train) == list(range(8)) and not set(vllm) & set(train)
     assert len(train) == p.num_processes
-    for piece in ("VLLM_SERVER_DEV_MODE=1 vllm serve", "--weight-transfer-config '{\"backend\": \"nccl\"}'",
-                  "--logprobs-mode processed_logprobs", "--max-logprobs -1", 'CUDA_VISIBLE_DEVICES="$VLLM_GPUS"',
-                  'export CUDA_VISIBLE_DEVICES="$TRAIN_GPUS"', "/health", "trap stop_vllm EXIT", "--max-time"):
+    for piece in ("VLLM_SERVER_DEV_MODE=1 setsid vllm serve", "--weight-transfer-config '{\"backend\": \"nccl\"}'",
+                  "--logprobs-mode processed_logprobs", "--max-logprobs -1", "--enable-scale-out",
+                  'CUDA_VISIBLE_DEVICES="$VLLM_DEVICES"', 'CUDA_VISIBLE_DEVICES="$TRAIN_DEVICES" setsid', "/health",
+                  "trap stop_all EXIT", "--max-time"):
         assert piece in src, piece
     assert "--trust-remote-code" not in src
     cfg = train_constants(files["train.py"])["CONFIG"]
@@ -340,7 +354,8 @@ def test_vllm_colocate():
 def test_grpo_defaults_and_random_init_sampling():
     p, files = _files("grpo-no-vllm")
     src = files["train.py"]
-    assert "from trl.rewards import think_format_reward" in src
+    assert "from trl.rewards import accuracy_reward, think_format_reward" in src
+    assert 'choices=("accuracy", "format", "both"), default="accuracy"' in src
     assert "trl-lib/DeepMath-103K" in src
     assert '"--reward-module"' in src
     assert 'sampling["top_k"] = 50' in src and '"remove_invalid_values": True' in src
@@ -358,11 +373,13 @@ def test_gkd_uses_experimental_module():
 
 def test_dpo_reference_and_bema():
     _, copy = _files("dpo-full-ref-copy-ddp")
+    _, bema = _files("dpo-full-bema-ddp")
     _, lora = _files("dpo-lora-z2")
     _, z3 = _files("dpo-full-precompute-z3")
-    assert "--bema-ref-model" in copy["train.py"] and "BEMACallback(update_ref_model=True)" in copy["train.py"]
+    assert "BEMACallback(update_ref_model=True)" in bema["train.py"] and "ref_model=ref_model" in bema["train.py"]
+    assert "BEMACallback" not in copy["train.py"]  # a plain frozen copy unless the plan chose BEMA
     for files in (lora, z3):
-        assert "BEMACallback" not in files["train.py"] and "bema_for_ref_model" in files["train.py"]  # says why
+        assert "BEMACallback" not in files["train.py"] and "bema_for_ref_model" not in files["train.py"]
     assert "ref_model=ref_model" in copy["train.py"]
     assert "max_prompt_length" not in copy["train.py"] and "max_length=CONFIG[\"seq_len\"]" in copy["train.py"]
 
@@ -401,7 +418,11 @@ def test_plan_json_is_the_result_verbatim():
     res = result(p)
     files = render_bundle(p, MODELS["llama-3.1-8b"], target(), res)
     doc = json.loads(files["plan.json"])
-    assert {k: v for k, v in doc.items() if k not in ("out", "files")} == json.loads(json.dumps(res))
+    assert {k: v for k, v in doc.items() if k not in ("out", "files", "environment")} == json.loads(json.dumps(res))
+    # the environment requirements.txt installs, as data
+    pinned = [ln for ln in files["requirements.txt"].splitlines() if ln and not ln.startswith("#")]
+    assert sorted(f"{k}=={v}" if v[:1].isdigit() else f"{k}{v}" for k, v in doc["environment"]["pins"].items()) == \
+        sorted(pinned)
     assert files["plan.json"] == json.dumps(doc, indent=2, sort_keys=True) + "\n"  # sorted keys
 
 

@@ -37,7 +37,13 @@ CASES = {
     # full fine-tuning with beta > 0: TRL builds the reference model itself, from the checkpoint's config.json
     "rloo-full-ref": dict(trainer="rloo", ref_model="copy", seq_len=48, micro_batch=2, grad_accum=1,
                           num_generations=2, max_completion_len=16),
-    "gkd": dict(trainer="gkd", ref_model="copy", seq_len=64, micro_batch=2, grad_accum=1, max_completion_len=16),
+    # GKD with its own teacher (a random model of the teacher's architecture, from teacher_config.json)
+    "gkd": dict(trainer="gkd", ref_model="copy", teacher="Qwen/Qwen2.5-0.5B", teacher_params=494032768, seq_len=64,
+                micro_batch=2, grad_accum=1, max_completion_len=16),
+    # DPO whose reference follows the policy by BEMA (the experimental DPOTrainer and BEMACallback)
+    "dpo-bema": dict(trainer="dpo", ref_model="bema", seq_len=64, micro_batch=2, grad_accum=1),
+    # DPO with reference log-probs scored before training (no reference copy)
+    "dpo-precompute": dict(trainer="dpo", ref_model="precompute", seq_len=64, micro_batch=2, grad_accum=1),
 }
 
 
@@ -47,7 +53,8 @@ def test_train_two_steps_on_cpu(name, tmp_path):
     out = tmp_path / "bundle"
     write_bundle(render_bundle(p, MODELS["qwen2.5-1.5b"], target(), result(p)), str(out), force=False)
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               CUDA_VISIBLE_DEVICES="", HF_HOME=str(tmp_path / "hf"))
+               CUDA_VISIBLE_DEVICES="", HF_HOME=str(tmp_path / "hf"),
+               PYTHONWARNINGS="always::DeprecationWarning,always::FutureWarning")
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "train.py", "--cpu", "--max-steps", "2", "--random-init", "--synthetic-data",
@@ -55,6 +62,11 @@ def test_train_two_steps_on_cpu(name, tmp_path):
         cwd=out, env=env, capture_output=True, text=True, timeout=300)
     seconds = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the generated code uses no deprecated name of the pinned stack (TRL's use_liger_kernel, transformers'
+    # gradient_checkpointing, ...): no deprecation warning raised from those libraries' own modules
+    deprecated = [line for line in proc.stderr.splitlines() if ("DeprecationWarning" in line or "FutureWarning" in line)
+                  and any(f"site-packages/{lib}/" in line for lib in ("trl", "transformers", "peft", "accelerate"))]
+    assert not deprecated, deprecated[:3]
     records = [json.loads(line) for line in (out / "metrics" / "rank0.jsonl").read_text().splitlines()]
     steps = [r for r in records if r["event"] == "step"]
     assert [r["step"] for r in steps] == [1, 2]
@@ -63,8 +75,10 @@ def test_train_two_steps_on_cpu(name, tmp_path):
     assert losses and all(math.isfinite(x) for x in losses)
     assert records[0]["event"] == "start" and records[-1]["event"] == "end"
     # the random weights were written once, as an ordinary checkpoint with the overridden architecture
-    (ckpt,) = [d for d in (out / "random-init").iterdir() if d.is_dir()]
-    config = json.loads((ckpt / "config.json").read_text())
-    assert config["hidden_size"] == 64 and config["num_hidden_layers"] == 2
-    assert config["architectures"] == ["Qwen2ForCausalLM"]
+    checkpoints = [d for d in (out / "random-init").iterdir() if d.is_dir()]
+    assert len(checkpoints) == (2 if p.trainer == "gkd" else 1)  # GKD: the student and its teacher
+    for ckpt in checkpoints:
+        config = json.loads((ckpt / "config.json").read_text())
+        assert config["hidden_size"] == 64 and config["num_hidden_layers"] == 2
+        assert config["architectures"] == ["Qwen2ForCausalLM"]
     print(f"{name}: {seconds:.1f} s")

@@ -531,5 +531,7 @@ def test_plan_json_prediction_that_is_not_a_number_is_nothing_to_compare(bundle)
     with within(HANG_SECONDS):
         outcome = verify(bundle, runner=out_of_memory, probe=lambda: fixture_report("h100_sxm_x8_nvlink"),
                          progress=None)
-    assert outcome.predicted["per_gpu_peak_bytes"] is None and outcome.predicted["tokens_per_second"] is None
-    assert outcome.step("memory").status == "fail" and "predicted peak ?" in outcome.step("memory").detail
+    # plan.json's own figures are nothing to compare; what verify predicts is the estimate of the files, a number
+    assert outcome.planned["per_gpu_peak_bytes"] is None and outcome.planned["tokens_per_second"] is None
+    assert isinstance(outcome.predicted["per_gpu_peak_bytes"], int)
+    assert outcome.step("memory").status == "fail"

@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,10 +99,20 @@ def test_a_pin_that_breaks_a_rule_reports_the_rule_and_its_fix():
 
 
 def test_no_feasible_plan_names_the_smallest_change():
+    # 405B full fine-tuning on one node of 8 x H100 whose host RAM is known (the probe file): no offload fits it
+    hw = str(Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / "h100_sxm_x8_nvlink.json")
     with pytest.raises(NoFeasiblePlanError) as err:
-        _decide(model="405B", gpu="RTX-4090", gpus=1, method="full")
+        _decide(model="405B", hardware=hw, method="full")
     assert err.value.exit_code == 1
     assert "makes one" in err.value.hint and "--method lora" in err.value.hint
+
+
+def test_a_plan_of_hours_per_step_is_no_answer():
+    """405B LoRA on one T4 fits only with everything offloaded, at hours per optimizer step: exit 1 with a change."""
+    with pytest.raises(NoFeasiblePlanError) as err:
+        _decide(model="405B", gpu="T4", gpus=1)
+    assert "no practical plan" in err.value.message and " h per optimizer step" in err.value.message
+    assert "makes one" in err.value.hint
 
 
 def test_impossible_even_with_changes_still_gives_a_hint():

@@ -72,7 +72,7 @@ def build_context(case: dict) -> Context:
     if case.get("nodes"):
         req_fields["nodes"] = case["nodes"]
     req = Request(model=model.id, **req_fields)
-    resolve.check_request(req)
+    resolve.check_request(req, applicable=False)
     target = resolve.resolve_target(req)
     if case.get("target"):
         overrides = dict(case["target"])

@@ -139,8 +139,9 @@ def test_train_py_literal_kwargs_constants_and_dicts(tmp_path):
     assert all(f.id != "TRN001" for f in report.failures)
 
 
-def test_plan_json_drives_the_plan(tmp_path):
-    plan = {"backend": "deepspeed", "zero_stage": 3, "offload": "none", "method": "lora", "precision": "bf16",
+def test_plan_json_fills_what_the_files_do_not_say(tmp_path):
+    """A folder whose only runtime file is ds_config.json: the stage is the file's, the rest plan.json's record."""
+    plan = {"backend": "deepspeed", "zero_stage": 2, "offload": "none", "method": "lora", "precision": "bf16",
             "micro_batch": 2, "grad_accum": 8, "grad_ckpt": True, "liger": False, "sp_size": 1, "cp_size": 1,
             "vllm_mode": "none", "num_processes": 4, "nodes": 1}
     path = write(tmp_path, {"plan.json": {"model": {"id": "llama-3.1-8b"}, "plan": plan,
@@ -150,8 +151,132 @@ def test_plan_json_drives_the_plan(tmp_path):
     report = check_bundle(path)
     assert report.target.gpu.id == "A100-80GB" and report.target.gpus_per_node == 4
     assert report.plan.method == "lora" and report.plan.seq_len == 2048 and report.plan.micro_batch == 2
+    assert report.plan.zero_stage == 3  # what DeepSpeed reads, not plan.json's 2
+    assert report.reading.sources["zero_stage"] == "ds_config.json zero_optimization.stage"
+    assert report.reading.sources["micro_batch"] == "plan.json"
+    (diff,) = [d for d in report.reading.vs_plan_json if d.field == "zero_stage"]
+    assert (diff.value, diff.other) == (3, 2)
     cfg006 = next(f for f in report.findings if f.id == "CFG006")
     assert cfg006.status == "fail"  # ZeRO-3 JSON without stage3_gather_16bit_weights_on_model_save
+
+
+# ------------------------------------------------------------------------------------- edited generated bundles
+
+def _generated(tmp_path, *flags: str):
+    from advisor.cli import main as cli_main
+
+    out = tmp_path / "b"
+    assert cli_main(["generate", *flags, "--out", str(out)]) == 0
+    return out
+
+
+def _replace(path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.fixture
+def b70(tmp_path, capsys):
+    out = _generated(tmp_path, "--model", "70B", "--gpus", "8", "--gpu", "H100-80GB", "--backend", "deepspeed",
+                     "--micro-batch", "1", "--grad-accum", "4")
+    capsys.readouterr()
+    return out
+
+
+def test_an_unedited_bundle_reads_back_as_planned(b70):
+    report = check_bundle(str(b70))
+    assert report.ok and report.plan == report.reading.planned
+    assert report.differences == [] and not report.reading.vs_config
+
+
+def test_a_bigger_micro_batch_in_train_py_is_judged_as_it_runs(b70):
+    planned = check_bundle(str(b70))
+    _replace(b70 / "train.py", "'micro_batch': 1,", "'micro_batch': 8,")
+    report = check_bundle(str(b70))
+    assert report.plan.micro_batch == 8
+    assert report.memory.per_gpu_peak_bytes > planned.memory.per_gpu_peak_bytes
+    assert [f.id for f in report.errors] == ["MEM001"]  # it no longer fits
+    (diff,) = report.differences
+    assert diff.id == "PLAN001" and diff.severity == "warning"
+    assert diff.reads["value"] == 8 and diff.reads["other"] == 1
+    assert "micro_batch is 8 in train.py CONFIG['micro_batch']" in diff.message and "planned 1" in diff.message
+
+
+def test_more_accumulation_is_a_difference_and_a_new_estimate(b70):
+    planned = check_bundle(str(b70))
+    _replace(b70 / "train.py", "'grad_accum': 4,", "'grad_accum': 5,")
+    report = check_bundle(str(b70))
+    assert report.ok and report.plan.grad_accum == 5
+    assert report.speed.step_seconds > planned.speed.step_seconds
+    assert [(f.id, f.reads["value"], f.reads["other"]) for f in report.differences] == [("PLAN001", 5, 4)]
+    data = report.to_json()
+    assert data["estimate"]["step_seconds"] == pytest.approx(report.speed.step_seconds)
+    assert data["differences"]["vs_plan_json"][0]["field"] == "grad_accum"
+    assert data["planned"]["grad_accum"] == 4 and data["plan"]["grad_accum"] == 5
+
+
+def test_another_zero_stage_in_ds_config_is_what_runs(b70):
+    _replace(b70 / "ds_config.json", '"stage": 3,', '"stage": 1,')
+    report = check_bundle(str(b70))
+    assert report.plan.zero_stage == 1 and not report.ok
+    assert "MEM001" in {f.id for f in report.errors}
+    ids = sorted((f.id, f.reads["field"]) for f in report.differences)
+    assert ids == [("PLAN001", "zero_stage"), ("PLAN002", "zero_stage")]  # vs plan.json, and vs CONFIG
+
+
+def test_check_bundle_text_report_shows_the_estimate_and_the_differences(b70, capsys):
+    from advisor.cli import main as cli_main
+
+    _replace(b70 / "train.py", "'micro_batch': 1,", "'micro_batch': 8,")
+    assert cli_main(["check", "--bundle", str(b70)]) == 1
+    out = capsys.readouterr().out
+    assert "  estimate of the files: " in out and "DOES NOT FIT" in out
+    assert "  plan.json planned: sft, ZeRO-3, lora r16, bf16, mb 1 x ga 4" in out
+    assert "1 difference(s) between the files, plan.json and the flags (warnings):" in out
+    assert "trl-advisor explain PLAN" not in out  # not rules: no explain line
+
+
+# --------------------------------------------------------------------------------------------- REQUEST flags
+
+USER_FILES = {
+    "sft.yaml": "dataset_name: trl-lib/Capybara\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 4\n"
+                "max_length: 2048\nbf16: true\n",
+    "accelerate.yaml": "distributed_type: MULTI_GPU\nnum_processes: 8\nnum_machines: 1\nmixed_precision: bf16\n",
+}
+
+
+def test_flags_fill_what_user_files_lack(tmp_path, capsys):
+    from advisor.cli import main as cli_main
+
+    path = write(tmp_path, USER_FILES)
+    assert cli_main(["check", "--bundle", path]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "do not name a model" in err and "hint: pass --model MODEL" in err
+    rc = cli_main(["check", "--bundle", path, "--model", "0.5B", "--gpus", "8", "--gpu", "H100-80GB", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["model"] == "qwen2.5-0.5b" and data["hardware"]["gpu"] == "H100-80GB"
+    assert data["plan"]["micro_batch"] == 4 and data["plan"]["backend"] == "ddp" and data["plan"]["seq_len"] == 2048
+
+
+def test_a_flag_overrides_a_file_and_the_conflict_is_reported(tmp_path):
+    from advisor.core.request import Request
+
+    path = write(tmp_path, USER_FILES)
+    report = check_bundle(path, request=Request(model="0.5B", gpus=8, gpu="H100-80GB", micro_batch=2,
+                                                 global_batch=128))
+    assert report.plan.micro_batch == 2 and report.plan.grad_accum == 128 // (2 * 8)
+    found = {(f.id, f.reads["field"], f.reads["value"], f.reads["other"]) for f in report.differences}
+    assert ("PLAN003", "micro_batch", 2, 4) in found and ("PLAN003", "grad_accum", 8, 4) in found
+
+
+def test_a_global_batch_that_does_not_divide_is_a_usage_error(tmp_path):
+    from advisor.core.errors import AdvisorError
+    from advisor.core.request import Request
+
+    path = write(tmp_path, USER_FILES)
+    with pytest.raises(AdvisorError, match="not a multiple"):
+        check_bundle(path, request=Request(model="0.5B", gpus=8, gpu="H100-80GB", global_batch=100))
 
 
 def test_hardware_file_sets_target_and_versions(tmp_path):

@@ -135,6 +135,8 @@ def _stub_bin(root: Path, log: Path) -> Path:
         "curl": "import time\n"
                 f"for _ in range(400):\n    if any('\"vllm\"' in line for line in open({str(log)!r})): break\n"
                 "    time.sleep(0.025)",
+        # a server runs until launch.sh stops it (one that exits on its own fails the run)
+        "vllm": "import time; time.sleep(60)",
     }
     for name in STUB_COMMANDS:
         script = stub / name

@@ -27,15 +27,23 @@ import random
 import resource
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import torch
 from datasets import Dataset, load_dataset
 from peft import LoraConfig
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback, TrainingArguments
 from trl import DPOConfig, DPOTrainer
 
 HERE = Path(__file__).resolve().parent
+
+# transformers >= 5.23 renamed gradient checkpointing to activation checkpointing; TRL 1.16 and PEFT still call the old
+# methods themselves (trl/models/utils.py disable_gradient_checkpointing, peft/utils/other.py), which warns at every
+# step though nothing in this script uses them. Those warnings alone are silenced: they are not the user's to act on.
+warnings.filterwarnings("ignore", category=FutureWarning,
+                        message=r"`(is_gradient_checkpointing|gradient_checkpointing_enable|gradient_checkpointing_disable)`"
+                                r" is deprecated")
 
 # ====================================================================================================================
 # CONFIG: what the plan decided. After each value, why: a user pin, a default, or the plan search (plan.json holds the
@@ -51,9 +59,9 @@ CONFIG = {
     'zero_stage': 0,  # 0: not a DeepSpeed plan
     'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 54.0 of 78.1 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
-    'precision': 'bf16',  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16); A100-80GB has bf16
+    'precision': 'bf16',  # bf16: base weights in 16-bit; accelerate upcasts the trainable adapters to fp32 (with their gradients and Adam states), sharded by FSDP2; A100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 101.3 GiB, over the 62.1 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 101.3 GiB, over the 58.2 GiB limit)
     'grad_accum': 8,  # 4 x 2 data-parallel x 8 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
@@ -71,12 +79,14 @@ CONFIG = {
     'vllm_gpus': 0,  # 0: no separate vLLM server
     'vllm_mem_fraction': 0.0,  # unused: vLLM does not share the training GPUs
     'ref_model': 'none',  # none: with PEFT the reference is the base model with the adapter disabled (no second copy)
+    'teacher': '',  # unused: only GKD has a teacher
+    'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # 2 x r, the ratio of TRL's ModelConfig defaults (lora_r 16, lora_alpha 32)
     'trust_remote_code': False,  # never run code from the model repository unless asked
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
 }
 DATASET = 'trl-lib/ultrafeedback_binarized'  # TRL's DPO example: chosen/rejected conversation pairs
-DTYPE = torch.bfloat16  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16)
+DTYPE = torch.bfloat16  # bf16: base weights in 16-bit; accelerate upcasts the trainable adapters to fp32 (with their gradients and Adam states), sharded by FSDP2
 BF16 = True  # TrainingArguments.bf16 (TRL defaults it to True; the plan's precision decides)
 FP16 = False  # TrainingArguments.fp16
 
@@ -119,9 +129,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # --------------------------------------------------------------------------------------- tokenizer and random weights
 
-def architecture(args: argparse.Namespace):
-    """The model's config from model_config.json (written by trl-advisor from its catalogue), with the overrides."""
-    fields = json.loads((HERE / "model_config.json").read_text(encoding="utf-8"))
+def architecture(args: argparse.Namespace, config_file: str = "model_config.json"):
+    """A model's config from its file in the bundle (model_config.json; GKD: teacher_config.json), written by
+    trl-advisor from its catalogue, with the overrides."""
+    fields = json.loads((HERE / config_file).read_text(encoding="utf-8"))
     fields.update(args.config_overrides)
     model_type = fields.pop("model_type")
     return AutoConfig.for_model(model_type, **fields)
@@ -160,14 +171,14 @@ def build_tokenizer(args: argparse.Namespace):
     return tokenizer
 
 
-def random_checkpoint(args: argparse.Namespace, tokenizer) -> Path:
+def random_checkpoint(args: argparse.Namespace, tokenizer, config_file: str = "model_config.json") -> Path:
     """Random weights for the architecture, written once as an ordinary checkpoint (safetensors, config, tokenizer).
 
     Everything downstream then loads it the way it loads the real model: 4-bit quantization, ZeRO-3 partitioned
     loading, FSDP2's rank-0 loading, reference and teacher copies, a vLLM server. Tensors are drawn on the GPU when
     there is one (seconds for 7B; the CPU takes minutes): norms 1, biases 0, the rest N(0, initializer_range).
     """
-    config = architecture(args)
+    config = architecture(args, config_file)
     config.vocab_size = max(config.vocab_size, len(tokenizer))
     config.pad_token_id = tokenizer.pad_token_id
     config.eos_token_id = tokenizer.eos_token_id
@@ -257,8 +268,10 @@ def train_dataset(args: argparse.Namespace, tokenizer, world_size: int) -> Datas
         return synthetic_dataset(args, tokenizer, max(8, steps * CONFIG["micro_batch"] * CONFIG["grad_accum"] * world_size))
     if args.data_files:
         kind = "parquet" if all(f.endswith(".parquet") for f in args.data_files) else "json"
-        return load_dataset(kind, data_files=args.data_files, split="train")
-    return load_dataset(args.dataset, split=args.dataset_split)
+        data = load_dataset(kind, data_files=args.data_files, split="train")
+    else:
+        data = load_dataset(args.dataset, split=args.dataset_split)
+    return data
 
 
 # --------------------------------------------------------------------------------------------------------- model
@@ -268,10 +281,27 @@ def device_map(args: argparse.Namespace):
     return None
 
 
+def apply_liger_kernels() -> None:
+    """Liger's Triton kernels for RMSNorm, RoPE and SwiGLU (GeGLU for Gemma), patched into transformers' llama
+    modules before the model is built, through Liger's own API. Not TRL's `use_liger_kernel`, deprecated in TRL 1.16;
+    fused linear cross-entropy stays off: TRL's chunked LM head already keeps logits out of memory, and the trainers
+    refuse both at once."""
+    import inspect
+
+    from liger_kernel.transformers import apply_liger_kernel_to_llama as apply
+
+    wanted = {"rope": True, "rms_norm": True, "swiglu": True, "geglu": True, "cross_entropy": False,
+              "fused_linear_cross_entropy": False}
+    accepted = inspect.signature(apply).parameters
+    apply(**{name: value for name, value in wanted.items() if name in accepted})
+
+
 def load_model(path: str, args: argparse.Namespace):
     attn = CONFIG["attn"]
     if args.cpu and attn not in ("sdpa", "eager"):
         attn = "sdpa"  # flash-attention kernels need a GPU
+    if CONFIG["liger"] and not args.cpu:
+        apply_liger_kernels()
     kwargs = {
         "dtype": DTYPE,
         "attn_implementation": attn,
@@ -348,6 +378,13 @@ class PeakMemoryCallback(TrainerCallback):
 
 # ---------------------------------------------------------------------------------------------- trainer settings
 
+CHECKPOINTING_ARG = ("activation_checkpointing" if "activation_checkpointing" in getattr(TrainingArguments,
+                                                                                      "__dataclass_fields__", {})
+                     else "gradient_checkpointing")
+"""transformers >= 5.23 renamed gradient_checkpointing to activation_checkpointing and warns on the old name (which
+TRL's configs set by default); older 5.x releases know only the old one. The name the installed version knows."""
+
+
 def training_config(args: argparse.Namespace) -> DPOConfig:
     """The DPOConfig. Built before the model: under ZeRO-3 it switches on zero.Init for from_pretrained."""
     common = dict(
@@ -356,13 +393,10 @@ def training_config(args: argparse.Namespace) -> DPOConfig:
         gradient_accumulation_steps=CONFIG["grad_accum"],
         # FSDP2 checkpoints activations itself (accelerate.yaml fsdp_activation_checkpointing); transformers raises
         # when both are on, so TRL's own switch stays off here.
-        gradient_checkpointing=False,
+        **{CHECKPOINTING_ARG: False},
         bf16=BF16 and not args.cpu,
         fp16=FP16 and not args.cpu,
         use_cpu=args.cpu,
-        # Liger's Triton kernels (RMSNorm, SwiGLU, RoPE): deprecated in TRL 1.16 but working; its replacement,
-        # model_init_kwargs={"use_kernels": True}, downloads kernels from the Hub at run time.
-        use_liger_kernel=CONFIG["liger"] and not args.cpu,
         num_train_epochs=1,
         max_steps=args.max_steps,
         logging_steps=1 if 0 < args.max_steps <= 100 else 10,
@@ -400,12 +434,10 @@ def main(argv: list[str] | None = None) -> None:
     model = load_model(model_path, args)
     callbacks = [PeakMemoryCallback(args.metrics_dir)]
     ref_model = None
-    if CONFIG["ref_model"] == "copy" and CONFIG["method"] == "full":
+    if CONFIG["ref_model"] in ("copy", "bema") and CONFIG["method"] == "full":
         # A frozen second copy, loaded like the policy. (With LoRA the reference is the base model with the adapter
         # switched off; with precompute the policy scores the data once before training.)
         ref_model = load_model(model_path, args)
-    # trl.experimental.bema_for_ref_model (BEMA reference updates) serves full fine-tuning with a reference copy
-    # outside ZeRO-3/FSDP (it copies whole, unsharded weights); this plan is not that, so it is left out.
     trainer = DPOTrainer(
         model=model,
         ref_model=ref_model,

@@ -8,7 +8,11 @@
 #   bash launch.sh --max-steps 5 --random-init --synthetic-data   offline smoke test: random weights, no download
 #
 # vLLM server mode: GPUs 6,7 of node 0 run `vllm serve` (generation), GPUs 0,1,2,3,4,5 train.
-# VLLM_STARTUP_TIMEOUT (seconds, default 900) bounds the wait for the server; its log is logs/vllm.log.
+# When CUDA_VISIBLE_DEVICES is set (a scheduler's allocation), these numbers count within the GPUs it lists.
+# The server's log is logs/vllm.log. launch.sh trains only once the server answers /health, and stops both when
+# either ends, on Ctrl-C and on SIGTERM: the server and the training each run as a process group of their own.
+#   VLLM_STARTUP_TIMEOUT  seconds to wait for the server (default 900)
+#   STOP_TIMEOUT          seconds each gets to exit after SIGTERM before SIGKILL (default 45)
 # Re-create: trl-advisor generate --model 7B --trainer grpo --gpus 8 --gpu H100-80GB --vllm server
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -24,15 +28,81 @@ TRAIN_GPUS=0,1,2,3,4,5
 VLLM_HOST=127.0.0.1
 VLLM_PORT=8000
 VLLM_STARTUP_TIMEOUT="${VLLM_STARTUP_TIMEOUT:-900}"
+STOP_TIMEOUT="${STOP_TIMEOUT:-45}"
+VLLM_LOG="$PWD/logs/vllm.log"
 VLLM_PID=""
+TRAIN_PID=""
 
-stop_vllm() {
-  if [[ -n "$VLLM_PID" ]]; then
-    kill "$VLLM_PID" 2>/dev/null || true
-    wait "$VLLM_PID" 2>/dev/null || true
+# The plan's GPU numbers count within the GPUs this job may use: with CUDA_VISIBLE_DEVICES set (SLURM without device
+# cgroups sets it to the cards it allocated), number k is its k-th entry, so the server never lands on another job's.
+gpu_ids() {
+  local count index
+  local -a visible wanted picked=()
+  if [[ -z "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+    printf '%s\n' "$1"
+    return 0
   fi
+  IFS=, read -r -a visible <<<"$CUDA_VISIBLE_DEVICES"
+  IFS=, read -r -a wanted <<<"$1"
+  count="${#visible[@]}"  # the number of entries
+  for index in "${wanted[@]}"; do
+    if (( index >= count )); then
+      echo "launch.sh: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES lists $count GPUs; the plan uses 8 on each node" >&2
+      return 1
+    fi
+    picked+=("${visible[index]}")
+  done
+  (IFS=,; printf '%s\n' "${picked[*]}")
 }
-trap stop_vllm EXIT
+VLLM_DEVICES="$(gpu_ids "$VLLM_GPUS")"
+TRAIN_DEVICES="$(gpu_ids "$TRAIN_GPUS")"
+
+# Stops the process groups that setsid started for the training and the server (a leader's pid is its group's id):
+# SIGTERM to both at once, so that each begins its own shutdown even if this script is killed meanwhile (verify and
+# SLURM send SIGKILL after their own grace period), up to STOP_TIMEOUT seconds for the leaders to exit, then SIGKILL
+# to whatever of either group is left (workers a leader did not end).
+running() {
+  [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null
+}
+stop_all() {
+  local pid tenths=0
+  for pid in "$TRAIN_PID" "$VLLM_PID"; do
+    if [[ -n "$pid" ]]; then
+      kill -TERM -- "-$pid" 2>/dev/null || true
+    fi
+  done
+  while (( tenths < STOP_TIMEOUT * 10 )) && { running "$TRAIN_PID" || running "$VLLM_PID"; }; do
+    sleep 0.1
+    tenths=$((tenths + 1))
+  done
+  for pid in "$TRAIN_PID" "$VLLM_PID"; do
+    if [[ -n "$pid" ]]; then
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  TRAIN_PID=""
+  VLLM_PID=""
+}
+
+on_signal() {
+  trap 'STOP_TIMEOUT=0' INT TERM HUP  # a second signal while stopping: no more waiting, SIGKILL what is left
+  echo "launch.sh: $1: stopping the training and the vLLM server" >&2
+  exit "$2"
+}
+trap stop_all EXIT
+trap 'on_signal SIGINT 130' INT
+trap 'on_signal SIGTERM 143' TERM
+trap 'on_signal SIGHUP 129' HUP
+
+# The server's last lines and its exit status, for the message when it stops on its own. VLLM_PID stays set: on
+# exit, stop_all ends the workers the server left in its process group.
+server_died() {
+  local status=0
+  wait "$VLLM_PID" 2>/dev/null || status="$?"
+  echo "launch.sh: the vLLM server exited with status $status $1; its log: $VLLM_LOG" >&2
+  tail -n 20 "$VLLM_LOG" >&2 || true
+}
 
 if [[ "$MACHINE_RANK" == 0 ]]; then
   VLLM_MODEL=Qwen/Qwen2.5-7B
@@ -43,33 +113,55 @@ if [[ "$MACHINE_RANK" == 0 ]]; then
       ;;
   esac
   mkdir -p logs
-  # `trl vllm-serve` is deprecated in TRL 1.16: it execs this same vLLM command (trl/scripts/vllm_serve.py).
+  # The flags `trl vllm-serve` passes (TRL 1.16 deprecates it and execs this command: trl/scripts/vllm_serve.py
+  # build_command), with --host 127.0.0.1 (the main training process, on this node, is the only client) and the
+  # dtype the plan trains in.
+  # --enable-scale-out: build_command adds it for vLLM >= 0.30.0; it serves /v1/chat/completions/render and
+  # /inference/v1/generate, which TRL's VLLMClient uses for multimodal prompts.
+  # --max-model-len 1024 (seq_len): train.py keeps prompts to 512 tokens (seq_len - max_completion_len) and asks
+  # for at most 512 new ones, so every request fits; vLLM rejects a request whose prompt + max_tokens exceed it.
   # tensor-parallel 2, data-parallel 1: vLLM >= 0.14 rejects data parallelism for a dense model (rule VLLM007).
-  CUDA_VISIBLE_DEVICES="$VLLM_GPUS" VLLM_SERVER_DEV_MODE=1 vllm serve "$VLLM_MODEL" \
+  CUDA_VISIBLE_DEVICES="$VLLM_DEVICES" VLLM_SERVER_DEV_MODE=1 setsid vllm serve "$VLLM_MODEL" \
     --host "$VLLM_HOST" --port "$VLLM_PORT" \
     --tensor-parallel-size 2 --data-parallel-size 1 \
     --gpu-memory-utilization 0.9 --max-model-len 1024 \
     --dtype bfloat16 --kv-cache-dtype auto --model-impl vllm --uvicorn-log-level info \
+    --enable-scale-out \
     --weight-transfer-config '{"backend": "nccl"}' \
     --logprobs-mode processed_logprobs --max-logprobs -1 \
-    >logs/vllm.log 2>&1 &
+    >"$VLLM_LOG" 2>&1 &
   VLLM_PID="$!"
-  echo "launch.sh: waiting for vLLM on $VLLM_HOST:$VLLM_PORT (GPUs $VLLM_GPUS; log: logs/vllm.log)" >&2
+  echo "launch.sh: waiting for vLLM on $VLLM_HOST:$VLLM_PORT (GPUs $VLLM_DEVICES; log: $VLLM_LOG)" >&2
   deadline="$((SECONDS + VLLM_STARTUP_TIMEOUT))"
   until curl --silent --fail --max-time 5 "http://$VLLM_HOST:$VLLM_PORT/health" >/dev/null; do
     if ! kill -0 "$VLLM_PID" 2>/dev/null; then
-      echo "launch.sh: vLLM exited while starting; see logs/vllm.log" >&2
+      server_died "while starting"
       exit 1
     fi
     if (( SECONDS >= deadline )); then
-      echo "launch.sh: vLLM not ready after ${VLLM_STARTUP_TIMEOUT}s; see logs/vllm.log" >&2
+      echo "launch.sh: vLLM not ready after ${VLLM_STARTUP_TIMEOUT}s; stopping it. Its log: $VLLM_LOG" >&2
       exit 1
     fi
-    sleep 5
+    sleep 2
   done
+  echo "launch.sh: vLLM is ready; training on GPUs $TRAIN_DEVICES" >&2
 fi
 
-# Training sees only its own GPUs, on every node.
-export CUDA_VISIBLE_DEVICES="$TRAIN_GPUS"
+# Training sees only its own GPUs, on every node. It runs in the background so that this script can stop it when
+# the server dies (NCCL weight sync would otherwise wait for the dead server forever) and on a signal.
+run_training() {
+  local status=0
+  CUDA_VISIBLE_DEVICES="$TRAIN_DEVICES" setsid "$@" &
+  TRAIN_PID="$!"
+  while kill -0 "$TRAIN_PID" 2>/dev/null; do
+    if [[ -n "$VLLM_PID" ]] && ! kill -0 "$VLLM_PID" 2>/dev/null; then
+      server_died "while training ran; stopping the training"
+      exit 1
+    fi
+    sleep 1
+  done
+  wait "$TRAIN_PID" || status="$?"
+  return "$status"  # TRAIN_PID stays: on exit, stop_all ends what the training left in its process group
+}
 
-"${LAUNCH[@]}" train.py "$@"
+run_training "${LAUNCH[@]}" train.py "$@"

@@ -30,15 +30,23 @@ import resource
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
 from datasets import Dataset, load_dataset
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback, TrainingArguments
 from trl import GRPOConfig, GRPOTrainer
-from trl.rewards import think_format_reward
+from trl.rewards import accuracy_reward, think_format_reward
 
 HERE = Path(__file__).resolve().parent
+
+# transformers >= 5.23 renamed gradient checkpointing to activation checkpointing; TRL 1.16 and PEFT still call the old
+# methods themselves (trl/models/utils.py disable_gradient_checkpointing, peft/utils/other.py), which warns at every
+# step though nothing in this script uses them. Those warnings alone are silenced: they are not the user's to act on.
+warnings.filterwarnings("ignore", category=FutureWarning,
+                        message=r"`(is_gradient_checkpointing|gradient_checkpointing_enable|gradient_checkpointing_disable)`"
+                                r" is deprecated")
 
 # ====================================================================================================================
 # CONFIG: what the plan decided. After each value, why: a user pin, a default, or the plan search (plan.json holds the
@@ -54,7 +62,7 @@ CONFIG = {
     'zero_stage': 0,  # 0: not a DeepSpeed plan
     'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 36.8 of 77.8 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
-    'precision': 'bf16',  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16); H100-80GB has bf16
+    'precision': 'bf16',  # bf16: FSDP2 computes in 16-bit (MixedPrecisionPolicy); accelerate upcasts the trained weights to fp32, so master weights, gradients and Adam states are fp32, sharded; H100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
     'micro_batch': 8,  # 8: the largest that stays within the global batch
     'grad_accum': 2,  # 8 x 6 data-parallel x 2 = 96 sequences per step (target 64); divisible by num_generations 8 (GRPOConfig rule)
@@ -74,6 +82,8 @@ CONFIG = {
     'vllm_gpus': 2,  # chosen by the plan search: the fastest candidate that fits (predicted peak 36.8 of 77.8 GiB)
     'vllm_mem_fraction': 0.0,  # unused: vLLM does not share the training GPUs
     'ref_model': 'none',  # none: GRPOConfig beta defaults to 0.0, so TRL loads no reference model
+    'teacher': '',  # unused: only GKD has a teacher
+    'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
@@ -82,7 +92,7 @@ CONFIG = {
     'vllm_server_port': 8000,  # launch.sh passes the same port to `vllm serve`
 }
 DATASET = 'trl-lib/DeepMath-103K'  # TRL's GRPO example: math prompts in chat format (103k; `solution` column)
-DTYPE = torch.bfloat16  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16)
+DTYPE = torch.bfloat16  # bf16: FSDP2 computes in 16-bit (MixedPrecisionPolicy); accelerate upcasts the trained weights to fp32, so master weights, gradients and Adam states are fp32, sharded
 BF16 = True  # TrainingArguments.bf16 (TRL defaults it to True; the plan's precision decides)
 FP16 = False  # TrainingArguments.fp16
 
@@ -113,6 +123,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--metrics-dir", default=str(HERE / "metrics"),
                         help="per-rank peak memory and step times, rank<k>.jsonl, for trl-advisor verify")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--reward", choices=("accuracy", "format", "both"), default="accuracy",
+                        help="accuracy: the answer matches the dataset's `solution` (math-verify); format: "
+                             "<think>...</think> then an answer; both (default: %(default)s)")
     parser.add_argument("--reward-module", metavar="PATH.py",
                         help="reward functions from this file: its REWARD_FUNCS list, else every function named *_reward")
     args = parser.parse_args(argv)
@@ -127,9 +140,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # --------------------------------------------------------------------------------------- tokenizer and random weights
 
-def architecture(args: argparse.Namespace):
-    """The model's config from model_config.json (written by trl-advisor from its catalogue), with the overrides."""
-    fields = json.loads((HERE / "model_config.json").read_text(encoding="utf-8"))
+def architecture(args: argparse.Namespace, config_file: str = "model_config.json"):
+    """A model's config from its file in the bundle (model_config.json; GKD: teacher_config.json), written by
+    trl-advisor from its catalogue, with the overrides."""
+    fields = json.loads((HERE / config_file).read_text(encoding="utf-8"))
     fields.update(args.config_overrides)
     model_type = fields.pop("model_type")
     return AutoConfig.for_model(model_type, **fields)
@@ -168,14 +182,14 @@ def build_tokenizer(args: argparse.Namespace):
     return tokenizer
 
 
-def random_checkpoint(args: argparse.Namespace, tokenizer) -> Path:
+def random_checkpoint(args: argparse.Namespace, tokenizer, config_file: str = "model_config.json") -> Path:
     """Random weights for the architecture, written once as an ordinary checkpoint (safetensors, config, tokenizer).
 
     Everything downstream then loads it the way it loads the real model: 4-bit quantization, ZeRO-3 partitioned
     loading, FSDP2's rank-0 loading, reference and teacher copies, a vLLM server. Tensors are drawn on the GPU when
     there is one (seconds for 7B; the CPU takes minutes): norms 1, biases 0, the rest N(0, initializer_range).
     """
-    config = architecture(args)
+    config = architecture(args, config_file)
     config.vocab_size = max(config.vocab_size, len(tokenizer))
     config.pad_token_id = tokenizer.pad_token_id
     config.eos_token_id = tokenizer.eos_token_id
@@ -263,8 +277,10 @@ def train_dataset(args: argparse.Namespace, tokenizer, world_size: int) -> Datas
         return synthetic_dataset(args, tokenizer, max(8, steps * CONFIG["micro_batch"] * CONFIG["grad_accum"] * world_size))
     if args.data_files:
         kind = "parquet" if all(f.endswith(".parquet") for f in args.data_files) else "json"
-        return load_dataset(kind, data_files=args.data_files, split="train")
-    return load_dataset(args.dataset, split=args.dataset_split)
+        data = load_dataset(kind, data_files=args.data_files, split="train")
+    else:
+        data = load_dataset(args.dataset, split=args.dataset_split)
+    return prompts_that_fit(data, tokenizer)
 
 
 def synthetic_reward(completions, **kwargs) -> list[float]:
@@ -277,8 +293,30 @@ def synthetic_reward(completions, **kwargs) -> list[float]:
     return rewards
 
 
+PROMPT_TOKENS = CONFIG["seq_len"] - CONFIG["max_completion_len"]
+"""The plan's prompt budget: seq_len counts prompt + completion. TRL 1.16 has no separate prompt limit, and vLLM
+refuses a request whose prompt plus max_tokens exceeds its max_model_len (launch.sh: the plan's seq_len)."""
+
+
+def prompts_that_fit(data: Dataset, tokenizer) -> Dataset:
+    """Keep the rows whose prompt (chat template applied, as TRL renders it) fits PROMPT_TOKENS; say how many went."""
+
+    def length(row) -> int:
+        prompt = row["prompt"]
+        if isinstance(prompt, list):  # conversational: what the model sees is the chat template's rendering
+            return len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True))
+        return len(tokenizer(prompt)["input_ids"])
+
+    kept = data.filter(lambda row: length(row) <= PROMPT_TOKENS, desc=f"prompts of at most {PROMPT_TOKENS} tokens")
+    if len(kept) < len(data):
+        print(f"train.py: {len(data) - len(kept)} of {len(data)} prompts are longer than the plan's {PROMPT_TOKENS} "
+              "prompt tokens (seq_len - max_completion_len) and were left out", file=sys.stderr)
+    return kept
+
+
 def reward_functions(args: argparse.Namespace) -> list:
-    """think_format_reward (1.0 for `<think>...</think>` then an answer) unless --reward-module names others."""
+    """--reward: accuracy_reward (the completion's final answer equals the dataset's `solution`, checked with
+    math-verify), think_format_reward (`<think>...</think>` then an answer), or both; --reward-module names others."""
     if args.reward_module:
         spec = importlib.util.spec_from_file_location("user_rewards", args.reward_module)
         module = importlib.util.module_from_spec(spec)
@@ -289,8 +327,10 @@ def reward_functions(args: argparse.Namespace) -> list:
             sys.exit(f"{args.reward_module}: no REWARD_FUNCS list and no function named *_reward")
         return list(funcs)
     if args.synthetic_data:
-        return [synthetic_reward]  # think_format_reward reads chat-format completions, which synthetic text is not
-    return [think_format_reward]
+        return [synthetic_reward]  # the rewards below read chat-format completions, which synthetic text is not
+    chosen = {"accuracy": [accuracy_reward], "format": [think_format_reward],
+              "both": [accuracy_reward, think_format_reward]}
+    return chosen[args.reward]
 
 
 # --------------------------------------------------------------------------------------------------------- model
@@ -300,10 +340,27 @@ def device_map(args: argparse.Namespace):
     return None
 
 
+def apply_liger_kernels() -> None:
+    """Liger's Triton kernels for RMSNorm, RoPE and SwiGLU (GeGLU for Gemma), patched into transformers' qwen2
+    modules before the model is built, through Liger's own API. Not TRL's `use_liger_kernel`, deprecated in TRL 1.16;
+    fused linear cross-entropy stays off: TRL's chunked LM head already keeps logits out of memory, and the trainers
+    refuse both at once."""
+    import inspect
+
+    from liger_kernel.transformers import apply_liger_kernel_to_qwen2 as apply
+
+    wanted = {"rope": True, "rms_norm": True, "swiglu": True, "geglu": True, "cross_entropy": False,
+              "fused_linear_cross_entropy": False}
+    accepted = inspect.signature(apply).parameters
+    apply(**{name: value for name, value in wanted.items() if name in accepted})
+
+
 def load_model(path: str, args: argparse.Namespace):
     attn = CONFIG["attn"]
     if args.cpu and attn not in ("sdpa", "eager"):
         attn = "sdpa"  # flash-attention kernels need a GPU
+    if CONFIG["liger"] and not args.cpu:
+        apply_liger_kernels()
     kwargs = {
         "dtype": DTYPE,
         "attn_implementation": attn,
@@ -370,6 +427,13 @@ class PeakMemoryCallback(TrainerCallback):
 
 # ---------------------------------------------------------------------------------------------- trainer settings
 
+CHECKPOINTING_ARG = ("activation_checkpointing" if "activation_checkpointing" in getattr(TrainingArguments,
+                                                                                      "__dataclass_fields__", {})
+                     else "gradient_checkpointing")
+"""transformers >= 5.23 renamed gradient_checkpointing to activation_checkpointing and warns on the old name (which
+TRL's configs set by default); older 5.x releases know only the old one. The name the installed version knows."""
+
+
 def training_config(args: argparse.Namespace) -> GRPOConfig:
     """The GRPOConfig. Built before the model: under ZeRO-3 it switches on zero.Init for from_pretrained."""
     common = dict(
@@ -378,13 +442,10 @@ def training_config(args: argparse.Namespace) -> GRPOConfig:
         gradient_accumulation_steps=CONFIG["grad_accum"],
         # FSDP2 checkpoints activations itself (accelerate.yaml fsdp_activation_checkpointing); transformers raises
         # when both are on, so TRL's own switch stays off here.
-        gradient_checkpointing=False,
+        **{CHECKPOINTING_ARG: False},
         bf16=BF16 and not args.cpu,
         fp16=FP16 and not args.cpu,
         use_cpu=args.cpu,
-        # Liger's Triton kernels (RMSNorm, SwiGLU, RoPE): deprecated in TRL 1.16 but working; its replacement,
-        # model_init_kwargs={"use_kernels": True}, downloads kernels from the Hub at run time.
-        use_liger_kernel=CONFIG["liger"] and not args.cpu,
         num_train_epochs=1,
         max_steps=args.max_steps,
         logging_steps=1 if 0 < args.max_steps <= 100 else 10,

@@ -24,4 +24,4 @@ LAUNCH=(accelerate launch --config_file accelerate.yaml)
 LAUNCH+=(--num_machines 2 --num_processes 16)
 LAUNCH+=(--machine_rank "$MACHINE_RANK" --main_process_ip "$MAIN_PROCESS_IP" --main_process_port "$MAIN_PROCESS_PORT")
 
-"${LAUNCH[@]}" train.py "$@"
+exec "${LAUNCH[@]}" train.py "$@"

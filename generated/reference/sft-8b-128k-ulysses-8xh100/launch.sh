@@ -21,4 +21,4 @@ fi
 # accelerate reads accelerate.yaml (and through it ds_config.json); train.py holds the TRL settings.
 LAUNCH=(accelerate launch --config_file accelerate.yaml)
 
-"${LAUNCH[@]}" train.py "$@"
+exec "${LAUNCH[@]}" train.py "$@"

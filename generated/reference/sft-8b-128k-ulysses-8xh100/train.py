@@ -27,14 +27,22 @@ import random
 import resource
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import torch
 from datasets import Dataset, load_dataset
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback, TrainingArguments
 from trl import SFTConfig, SFTTrainer
 
 HERE = Path(__file__).resolve().parent
+
+# transformers >= 5.23 renamed gradient checkpointing to activation checkpointing; TRL 1.16 and PEFT still call the old
+# methods themselves (trl/models/utils.py disable_gradient_checkpointing, peft/utils/other.py), which warns at every
+# step though nothing in this script uses them. Those warnings alone are silenced: they are not the user's to act on.
+warnings.filterwarnings("ignore", category=FutureWarning,
+                        message=r"`(is_gradient_checkpointing|gradient_checkpointing_enable|gradient_checkpointing_disable)`"
+                                r" is deprecated")
 
 # ====================================================================================================================
 # CONFIG: what the plan decided. After each value, why: a user pin, a default, or the plan search (plan.json holds the
@@ -50,11 +58,11 @@ CONFIG = {
     'zero_stage': 2,  # chosen by the plan search: the fastest candidate that fits (predicted peak 59.5 of 77.8 GiB)
     'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 59.5 of 77.8 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
-    'precision': 'bf16',  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16); H100-80GB has bf16
+    'precision': 'bf16',  # bf16: the model computes in 16-bit; DeepSpeed keeps fp32 master weights and fp32 Adam states (partitioned by ZeRO); H100-80GB has bf16
     'seq_len': 131072,  # user pin (--seq-len 131072)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 94.4 GiB, over the 75.4 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 94.4 GiB, over the 71.5 GiB limit)
     'grad_accum': 16,  # 4 x 1 data-parallel x 16 = 64 sequences per step (target 64)
-    'grad_ckpt': True,  # on: without it the plan does not fit: needs 135.5 GiB per GPU, limit 75.4 GiB
+    'grad_ckpt': True,  # on: without it the plan does not fit: needs 135.5 GiB per GPU, limit 71.5 GiB
     'liger': True,  # on: predicted faster or smaller
     'attn': 'flash_attention_2',  # user pin (--attn flash_attention_2)
     'packing': False,  # off: packing changes which samples share a sequence, a data choice left to --packing
@@ -70,12 +78,14 @@ CONFIG = {
     'vllm_gpus': 0,  # 0: no separate vLLM server
     'vllm_mem_fraction': 0.0,  # unused: vLLM does not share the training GPUs
     'ref_model': 'none',  # none: SFT has no reference model
+    'teacher': '',  # unused: only GKD has a teacher
+    'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
     'pad_to_multiple_of': 8,  # Ulysses splits each sequence into sp_size=8 pieces
 }
 DATASET = 'trl-lib/Capybara'  # TRL's SFT example: multi-turn conversations in a `messages` column
-DTYPE = torch.bfloat16  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16)
+DTYPE = torch.bfloat16  # bf16: the model computes in 16-bit; DeepSpeed keeps fp32 master weights and fp32 Adam states (partitioned by ZeRO)
 BF16 = True  # TrainingArguments.bf16 (TRL defaults it to True; the plan's precision decides)
 FP16 = False  # TrainingArguments.fp16
 
@@ -118,9 +128,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # --------------------------------------------------------------------------------------- tokenizer and random weights
 
-def architecture(args: argparse.Namespace):
-    """The model's config from model_config.json (written by trl-advisor from its catalogue), with the overrides."""
-    fields = json.loads((HERE / "model_config.json").read_text(encoding="utf-8"))
+def architecture(args: argparse.Namespace, config_file: str = "model_config.json"):
+    """A model's config from its file in the bundle (model_config.json; GKD: teacher_config.json), written by
+    trl-advisor from its catalogue, with the overrides."""
+    fields = json.loads((HERE / config_file).read_text(encoding="utf-8"))
     fields.update(args.config_overrides)
     model_type = fields.pop("model_type")
     return AutoConfig.for_model(model_type, **fields)
@@ -159,14 +170,14 @@ def build_tokenizer(args: argparse.Namespace):
     return tokenizer
 
 
-def random_checkpoint(args: argparse.Namespace, tokenizer) -> Path:
+def random_checkpoint(args: argparse.Namespace, tokenizer, config_file: str = "model_config.json") -> Path:
     """Random weights for the architecture, written once as an ordinary checkpoint (safetensors, config, tokenizer).
 
     Everything downstream then loads it the way it loads the real model: 4-bit quantization, ZeRO-3 partitioned
     loading, FSDP2's rank-0 loading, reference and teacher copies, a vLLM server. Tensors are drawn on the GPU when
     there is one (seconds for 7B; the CPU takes minutes): norms 1, biases 0, the rest N(0, initializer_range).
     """
-    config = architecture(args)
+    config = architecture(args, config_file)
     config.vocab_size = max(config.vocab_size, len(tokenizer))
     config.pad_token_id = tokenizer.pad_token_id
     config.eos_token_id = tokenizer.eos_token_id
@@ -254,8 +265,10 @@ def train_dataset(args: argparse.Namespace, tokenizer, world_size: int) -> Datas
         return synthetic_dataset(args, tokenizer, max(8, steps * CONFIG["micro_batch"] * CONFIG["grad_accum"] * world_size))
     if args.data_files:
         kind = "parquet" if all(f.endswith(".parquet") for f in args.data_files) else "json"
-        return load_dataset(kind, data_files=args.data_files, split="train")
-    return load_dataset(args.dataset, split=args.dataset_split)
+        data = load_dataset(kind, data_files=args.data_files, split="train")
+    else:
+        data = load_dataset(args.dataset, split=args.dataset_split)
+    return data
 
 
 # --------------------------------------------------------------------------------------------------------- model
@@ -265,10 +278,27 @@ def device_map(args: argparse.Namespace):
     return None
 
 
+def apply_liger_kernels() -> None:
+    """Liger's Triton kernels for RMSNorm, RoPE and SwiGLU (GeGLU for Gemma), patched into transformers' llama
+    modules before the model is built, through Liger's own API. Not TRL's `use_liger_kernel`, deprecated in TRL 1.16;
+    fused linear cross-entropy stays off: TRL's chunked LM head already keeps logits out of memory, and the trainers
+    refuse both at once."""
+    import inspect
+
+    from liger_kernel.transformers import apply_liger_kernel_to_llama as apply
+
+    wanted = {"rope": True, "rms_norm": True, "swiglu": True, "geglu": True, "cross_entropy": False,
+              "fused_linear_cross_entropy": False}
+    accepted = inspect.signature(apply).parameters
+    apply(**{name: value for name, value in wanted.items() if name in accepted})
+
+
 def load_model(path: str, args: argparse.Namespace):
     attn = CONFIG["attn"]
     if args.cpu and attn not in ("sdpa", "eager"):
         attn = "sdpa"  # flash-attention kernels need a GPU
+    if CONFIG["liger"] and not args.cpu:
+        apply_liger_kernels()
     kwargs = {
         "dtype": DTYPE,
         "attn_implementation": attn,
@@ -335,6 +365,13 @@ class PeakMemoryCallback(TrainerCallback):
 
 # ---------------------------------------------------------------------------------------------- trainer settings
 
+CHECKPOINTING_ARG = ("activation_checkpointing" if "activation_checkpointing" in getattr(TrainingArguments,
+                                                                                      "__dataclass_fields__", {})
+                     else "gradient_checkpointing")
+"""transformers >= 5.23 renamed gradient_checkpointing to activation_checkpointing and warns on the old name (which
+TRL's configs set by default); older 5.x releases know only the old one. The name the installed version knows."""
+
+
 def training_config(args: argparse.Namespace) -> SFTConfig:
     """The SFTConfig. Built before the model: under ZeRO-3 it switches on zero.Init for from_pretrained."""
     common = dict(
@@ -342,14 +379,10 @@ def training_config(args: argparse.Namespace) -> SFTConfig:
         per_device_train_batch_size=CONFIG["micro_batch"],
         gradient_accumulation_steps=CONFIG["grad_accum"],
         # Explicit, because TRL turns it on by default.
-        # (transformers >= 5.23 calls it activation_checkpointing and warns; the old name works on all of 5.x.)
-        gradient_checkpointing=CONFIG["grad_ckpt"],
+        **{CHECKPOINTING_ARG: CONFIG["grad_ckpt"]},
         bf16=BF16 and not args.cpu,
         fp16=FP16 and not args.cpu,
         use_cpu=args.cpu,
-        # Liger's Triton kernels (RMSNorm, SwiGLU, RoPE): deprecated in TRL 1.16 but working; its replacement,
-        # model_init_kwargs={"use_kernels": True}, downloads kernels from the Hub at run time.
-        use_liger_kernel=CONFIG["liger"] and not args.cpu,
         num_train_epochs=1,
         max_steps=args.max_steps,
         logging_steps=1 if 0 < args.max_steps <= 100 else 10,

@@ -13,4 +13,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 # accelerate reads accelerate.yaml; train.py holds the TRL settings.
 LAUNCH=(accelerate launch --config_file accelerate.yaml)
 
-"${LAUNCH[@]}" train.py "$@"
+exec "${LAUNCH[@]}" train.py "$@"

@@ -1,0 +1,178 @@
+"""slurm.sbatch, run as sbatch runs it: a copy in a spool folder, started from the folder the job was submitted from,
+with stand-in `scontrol` and `srun` (tests/generate/standins.py) and a stand-in `accelerate` that records where and
+with which rank it started. The script must find its bundle from the job's recorded Command= path (sbatch resolves
+it to an absolute one), else from the submit folder, else stop with a clear error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from standins import free_port, kill_leftovers, make_bin, records
+
+from advisor.cli import main
+
+pytestmark = pytest.mark.skipif(not (shutil.which("bash") and shutil.which("setsid")), reason="needs bash and setsid")
+
+FSDP_TWO_NODES = ["--model", "70B", "--trainer", "sft", "--gpu", "H100-80GB", "--gpus", "8", "--nodes", "2"]
+ZERO3_TWO_NODES = FSDP_TWO_NODES + ["--backend", "deepspeed", "--zero", "3"]
+GRPO_SERVER_TWO_NODES = ["--model", "7B", "--trainer", "grpo", "--vllm", "server", "--vllm-gpus", "4", "--gpus", "8",
+                         "--nodes", "2", "--gpu", "H100-80GB"]
+
+
+def _generate(argv: list[str], out: Path) -> Path:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        rc = main(["generate", *argv, "--out", str(out)])
+    assert rc == 0, err.getvalue()
+    return out
+
+
+@pytest.fixture(scope="module")
+def fsdp_bundle(tmp_path_factory) -> Path:
+    # a space in the path: the bundle's folder reaches cd and srun as one word
+    return _generate(FSDP_TWO_NODES, tmp_path_factory.mktemp("gen") / "my runs" / "sft-70b")
+
+
+@pytest.fixture(scope="module")
+def zero3_bundle(tmp_path_factory) -> Path:
+    return _generate(ZERO3_TWO_NODES, tmp_path_factory.mktemp("gen") / "zero3")
+
+
+def _submit(bundle: Path, root: Path, submit_dir: Path, *args: str, command: str | None = "script",
+            **env: str) -> tuple[int, str, Path]:
+    """Run slurm.sbatch as slurmd does: a copy of it (spool/slurm_script) started in the submit folder, with the
+    job's environment. `command` is what `scontrol show job` reports as Command= ("script": the bundle's
+    slurm.sbatch; None: no record)."""
+    spool = root / "spool" / "job1234"
+    spool.mkdir(parents=True)
+    shutil.copy(bundle / "slurm.sbatch", spool / "slurm_script")
+    recs = root / "records"
+    recs.mkdir()
+    stand_ins = make_bin(root / "bin")
+    job_env = {"PATH": f"{stand_ins}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(root), "LC_ALL": "C.UTF-8",
+               "STANDIN_RECORDS": str(recs), "STANDIN_NODES": "gpu-node-a,gpu-node-b", "STANDIN_TRAIN": "ok",
+               "SLURM_JOB_ID": "1234", "SLURM_JOB_NODELIST": "gpu-node-[a-b]", "SLURM_NNODES": "2",
+               "SLURM_SUBMIT_DIR": str(submit_dir), **env}
+    if command == "script":
+        job_env["STANDIN_JOB_COMMAND"] = str(bundle / "slurm.sbatch")
+    elif command is not None:
+        job_env["STANDIN_JOB_COMMAND"] = command
+    try:
+        proc = subprocess.run(["bash", str(spool / "slurm_script"), *args], cwd=str(submit_dir), env=job_env,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        kill_leftovers(recs)
+    return proc.returncode, proc.stderr, recs
+
+
+def _trained_in(recs: Path) -> list[tuple[str, str, str]]:
+    """(working folder, --machine_rank, --main_process_ip) of each `accelerate launch`, in start order."""
+    out = []
+    for r in records(recs, "accelerate"):
+        argv = r["argv"]
+        out.append((r["cwd"], argv[argv.index("--machine_rank") + 1], argv[argv.index("--main_process_ip") + 1]))
+    return out
+
+
+def test_the_bundles_pass_the_rule_engine(fsdp_bundle, zero3_bundle):
+    for folder in (fsdp_bundle, zero3_bundle):
+        with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()):
+            rc = main(["check", "--bundle", str(folder)])
+        assert rc == 0, out.getvalue()
+
+
+def test_submitted_from_the_parent_folder(fsdp_bundle, tmp_path):
+    rc, err, recs = _submit(fsdp_bundle, tmp_path, fsdp_bundle.parent, "--max-steps", "1")
+    assert rc == 0, err
+    assert _trained_in(recs) == [(str(fsdp_bundle), "0", "gpu-node-a"), (str(fsdp_bundle), "1", "gpu-node-a")]
+    assert records(recs, "accelerate")[0]["argv"][-3:] == ["train.py", "--max-steps", "1"]
+    assert f"slurm.sbatch: bundle {fsdp_bundle};" in err
+
+
+def test_submitted_from_elsewhere(fsdp_bundle, tmp_path):
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    rc, err, recs = _submit(fsdp_bundle, tmp_path, elsewhere)
+    assert rc == 0, err
+    assert [cwd for cwd, _, _ in _trained_in(recs)] == [str(fsdp_bundle)] * 2
+
+
+def test_falls_back_to_the_submit_folder_without_a_job_record(fsdp_bundle, tmp_path):
+    rc, err, recs = _submit(fsdp_bundle, tmp_path, fsdp_bundle, command=None)
+    assert rc == 0, err
+    assert [cwd for cwd, _, _ in _trained_in(recs)] == [str(fsdp_bundle)] * 2
+
+
+def test_bundle_dir_overrides(fsdp_bundle, tmp_path):
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    rc, err, recs = _submit(fsdp_bundle, tmp_path, elsewhere, command=None, BUNDLE_DIR=str(fsdp_bundle))
+    assert rc == 0, err
+    assert [cwd for cwd, _, _ in _trained_in(recs)] == [str(fsdp_bundle)] * 2
+
+
+@pytest.mark.parametrize("command", [None, "(null)", "/nowhere/slurm.sbatch"], ids=["no-record", "stdin", "moved"])
+def test_no_bundle_found_is_a_clear_error(fsdp_bundle, tmp_path, command):
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    rc, err, recs = _submit(fsdp_bundle, tmp_path, elsewhere, command=command)
+    assert rc == 1
+    assert "cannot find this bundle's folder" in err and "BUNDLE_DIR=/path/to/bundle" in err
+    assert records(recs, "srun") == []
+
+
+def test_two_node_grpo_server_starts_the_server_on_node_0_only(tmp_path):
+    bundle = _generate(GRPO_SERVER_TWO_NODES, tmp_path / "gen" / "grpo")
+    port = free_port()
+    launch = bundle / "launch.sh"
+    text, n = re.subn(r"^VLLM_PORT=8000$", f"VLLM_PORT={port}", launch.read_text(encoding="utf-8"), flags=re.M)
+    assert n == 1
+    launch.write_text(text, encoding="utf-8")
+    rc, err, recs = _submit(bundle, tmp_path, bundle.parent, STANDIN_VLLM="ready:0", STANDIN_PORT=str(port),
+                            STOP_TIMEOUT="5")
+    assert rc == 0, err
+    assert [rank for _, rank, _ in _trained_in(recs)] == ["0", "1"]
+    served = records(recs, "vllm")
+    assert len(served) == 1 and served[0]["cuda"] == "4,5,6,7"
+    assert [r["cuda"] for r in records(recs, "accelerate")] == ["0,1,2,3", "0,1,2,3"]
+
+
+def _directives(text: str) -> dict[str, str]:
+    """The options sbatch reads: `#SBATCH` lines before the first command (`##SBATCH` is a comment to it)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        if line.startswith("#SBATCH "):
+            option = line.split(None, 1)[1]
+            name, _, value = option.partition("=")
+            out[name] = value
+        elif line.strip() and not line.startswith("#"):
+            break
+    return out
+
+
+def test_site_placeholders_are_comments_sbatch_ignores(fsdp_bundle):
+    text = (fsdp_bundle / "slurm.sbatch").read_text(encoding="utf-8")
+    assert set(_directives(text)) == {"--job-name", "--nodes", "--ntasks-per-node", "--gres", "--cpus-per-task",
+                                      "--exclusive", "--output"}
+    for option in ("--partition", "--account", "--time"):
+        assert re.search(rf"^##SBATCH {option}=\S+$", text, re.M), option
+
+
+def test_network_hints_are_commented_exports(fsdp_bundle):
+    text = (fsdp_bundle / "slurm.sbatch").read_text(encoding="utf-8")
+    for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG"):
+        line = next(ln for ln in text.splitlines() if f"export {name}=" in ln)
+        assert line.startswith("# export ") and "  # " in line, line  # off by default, and says why
+    assert not re.search(r"^\s*export NCCL_", text, re.M)
+
+
+def test_only_deepspeed_bundles_mention_deepspeed(fsdp_bundle, zero3_bundle):
+    assert "deepspeed" not in (fsdp_bundle / "slurm.sbatch").read_text(encoding="utf-8").lower()
+    assert "deepspeed_multinode_launcher: standard" in (zero3_bundle / "slurm.sbatch").read_text(encoding="utf-8")
