@@ -346,6 +346,10 @@ def render_estimate(result: dict[str, Any]) -> str:
     parts = sorted(((v, k) for k, v in spd.get("breakdown_seconds", {}).items() if v > 0), reverse=True)[:4]
     if parts:
         lines.append("  " + ", ".join(f"{k} {v:.2f} s" for v, k in parts))
+    if r.get("unsloth"):
+        from advisor.model.calibration import UNSLOTH_UNMEASURED
+
+        lines.append(f"  unmeasured: {UNSLOTH_UNMEASURED}")
     if result.get("job"):
         lines.append(f"job: {describe_job(result['job'])}")
     findings = result.get("findings") or []

@@ -29,9 +29,8 @@ from advisor.recommend import hardware as hw_mod
 from advisor.recommend.commands import hardware_request
 from advisor.recommend.option import Option, Recommendation
 from advisor.recommend.rank import SORTS, ranked
-from advisor.resolve import check_against_target, check_request, resolve_model
+from advisor.resolve import METHOD_ORDER, check_against_target, check_request, method_options, resolve_model
 from advisor.search import search
-from advisor.search.candidates import METHOD_ORDER
 
 DEFAULT_MAX_GPUS = 64
 """Up to 8 nodes of 8: the default global batch is 64 sequences, so 64 data-parallel ranks are the most that keep it
@@ -121,7 +120,7 @@ def recommend(req: Request, *, tokens: int | None = None, steps: int | None = No
     table = _prices(prices)
     notes = [f"{gpu.id} is plan only (not supported by probe/verify): its bundle is untested there"
              for gpu in types if not gpu.supported]
-    methods = [req.method] if req.method else list(METHOD_ORDER)
+    methods = method_options(req)
     searches = 0
     for method in methods:
         options: list[Option] = []

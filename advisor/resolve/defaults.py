@@ -54,7 +54,7 @@ def default_plan(req: Request, model: ModelSpec, target: Target) -> Plan:
     # ZeRO-3 for Ulysses as in accelerate's ALST example config; ZeRO-2 otherwise (shards grads and optimizer)
     zero = req.zero if req.zero is not None else ((3 if (req.sp_size or 1) > 1 else 2) if backend == "deepspeed"
                                                   else 0)
-    method = req.method or "full"
+    method = method_options(req)[0]
     precision = req.precision or ("bf16" if target.gpu.has_bf16 else "fp16-mixed")
     seq_len = req.seq_len or DEFAULT_SEQ_LEN
     max_completion = (req.max_completion_len or min(DEFAULT_MAX_COMPLETION, seq_len // 2)) if generating else 0
@@ -78,6 +78,23 @@ def default_plan(req: Request, model: ModelSpec, target: Target) -> Plan:
         ref_model=ref, teacher=teacher, teacher_params=teacher_params, lora_alpha=2 * (req.lora_r or DEFAULT_LORA_R),
         trust_remote_code=req.trust_remote_code,
     )
+
+
+METHOD_ORDER = ("full", "lora", "qlora")
+"""Most faithful first: the planner keeps the first method that fits (every weight trained, then adapters)."""
+
+
+def method_options(req: Request) -> list[str]:
+    """The methods a plan may use, most faithful first: the pinned one, else those a pinned --ref-model allows.
+    DPO/KTO with --ref-model none means the adapter-disabled base (PEFT only: TRL builds a copy for a fully trained
+    model); bema averages full weights (full only). check_applicable refuses a pinned pair that contradicts this."""
+    if req.method:
+        return [req.method]
+    if req.trainer in R.PREFERENCE_TRAINERS and req.ref_model == "none":
+        return ["lora", "qlora"]
+    if req.ref_model == "bema":
+        return ["full"]
+    return list(METHOD_ORDER)
 
 
 def reference_options(req: Request, method: str) -> list[str]:

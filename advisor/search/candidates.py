@@ -18,6 +18,7 @@ from advisor.resolve import (
     DEFAULT_NUM_GENERATIONS,
     DEFAULT_SEQ_LEN,
     DEFAULT_VLLM_MEM_FRACTION,
+    method_options,
     reference_options,
     resolve_teacher,
 )
@@ -28,7 +29,6 @@ DEFAULT_GLOBAL_BATCH = 64
 is given: TRL's example scripts train with 8 GPUs x per-device 8 x accumulation 1 = 64."""
 
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
-METHOD_ORDER = ("full", "lora", "qlora")
 """When --method is not pinned, the most faithful method that fits wins, then the fastest plan within it: LoRA is
 always faster and smaller than full training, so ranking methods by tokens/s alone would never train all weights."""
 
@@ -141,7 +141,7 @@ def _parallel_options(req: Request, model: ModelSpec, world: int) -> list[tuple[
 
 
 def _methods(req: Request) -> list[str]:
-    return [req.method] if req.method else list(METHOD_ORDER)
+    return method_options(req)
 
 
 def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:

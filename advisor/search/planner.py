@@ -18,9 +18,15 @@ from advisor.core.specs import GIB, ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
 from advisor.model.estimate import estimate_plan, result_dict
-from advisor.resolve import DEFAULT_SEQ_LEN, check_against_target, check_request, resolve_model, resolve_target
-from advisor.search.candidates import (
+from advisor.resolve import (
+    DEFAULT_SEQ_LEN,
     METHOD_ORDER,
+    check_against_target,
+    check_request,
+    resolve_model,
+    resolve_target,
+)
+from advisor.search.candidates import (
     MICRO_BATCHES,
     Candidate,
     Decision,

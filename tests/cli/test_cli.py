@@ -114,3 +114,13 @@ def test_an_internal_error_is_exit_3_with_the_traceback_in_a_file(monkeypatch, c
     assert "Traceback" in crash.read_text() and "ZeroDivisionError" in crash.read_text()
     assert cli.main(["--debug", "models"]) == 3
     assert "Traceback" in capsys.readouterr().err  # --debug prints it instead
+
+
+def test_unsloth_figures_say_they_are_unmeasured(capsys):
+    """No Unsloth run is in the calibration: every place its figures appear says so (text and bundle README)."""
+    from advisor.cli import main
+
+    assert main(["estimate", "--model", "8B", "--method", "qlora", "--unsloth", "--gpu", "RTX-4090", "--gpus", "1"]) == 0
+    assert "unmeasured: the memory and speed predicted for this Unsloth plan" in capsys.readouterr().out
+    assert main(["estimate", "--model", "8B", "--method", "qlora", "--gpu", "RTX-4090", "--gpus", "1"]) == 0
+    assert "unmeasured" not in capsys.readouterr().out

@@ -31,7 +31,7 @@ from plan_defaults import build_plan
 
 from advisor.bundle.render import requirements
 from advisor.cli import main
-from rules.environments import bundle_pins
+from rules.environments import bundle_pins, uses_hub_kernels
 
 GENERATED = {
     "grpo-vllm-server-4+4": ["--model", "7B", "--trainer", "grpo", "--vllm", "server", "--vllm-gpus", "4",
@@ -42,35 +42,46 @@ GENERATED = {
                                "--gpu", "H100-80GB"],
     "unsloth-sft-qlora": ["--model", "8B", "--trainer", "sft", "--method", "qlora", "--unsloth", "--gpus", "1",
                           "--gpu", "RTX-4090"],
+    "sft-8b-flash-attention-8xh100": ["--model", "8B", "--trainer", "sft", "--attn", "flash_attention_2", "--gpus", "8",
+                                      "--gpu", "H100-80GB"],
     "unsloth-grpo-qlora-vllm-colocate": ["--model", "1.5B", "--trainer", "grpo", "--method", "qlora", "--vllm",
                                          "colocate", "--unsloth", "--gpus", "1", "--gpu", "H100-80GB"],
 }
 """Bundles as users get them."""
 
 LARGEST = {
-    "trl": dict(method="qlora", backend="deepspeed", zero_stage=3, liger=True, num_processes=8, gpus_per_node=8),
+    "trl": dict(trainer="grpo", method="qlora", backend="deepspeed", zero_stage=3, liger=True, num_processes=8, gpus_per_node=8),
     "trl+vllm": dict(trainer="grpo", method="qlora", backend="deepspeed", zero_stage=3, liger=True, num_processes=8,
                      gpus_per_node=8, vllm_mode="colocate"),
-    "unsloth": dict(method="qlora", unsloth=True),
-    "unsloth+vllm": dict(trainer="grpo", method="qlora", unsloth=True, vllm_mode="colocate"),
+    "trl+kernels": dict(trainer="grpo", method="qlora", backend="deepspeed", zero_stage=3, liger=True, num_processes=8,
+                        gpus_per_node=8, attn="flash_attention_2"),
+    "trl+vllm+kernels": dict(trainer="grpo", method="qlora", backend="deepspeed", zero_stage=3, liger=True,
+                             num_processes=8, gpus_per_node=8, vllm_mode="colocate", attn="flash_attention_2"),
+    "unsloth": dict(trainer="grpo", method="qlora", unsloth=True, backend="deepspeed", zero_stage=3, num_processes=8,
+                    gpus_per_node=8),
+    "unsloth+vllm": dict(trainer="grpo", method="qlora", unsloth=True, vllm_mode="colocate", backend="deepspeed",
+                         zero_stage=3, num_processes=8, gpus_per_node=8),
 }
 """Per environment, the plan whose bundle imports the most packages."""
 
 
 def _environment(plan) -> str:
-    return ("unsloth" if plan.unsloth else "trl") + ("+vllm" if plan.vllm_mode != "none" else "")
+    return (("unsloth" if plan.unsloth else "trl") + ("+vllm" if plan.vllm_mode != "none" else "")
+            + ("+kernels" if uses_hub_kernels(plan) else ""))
 
 
 def _every_plan_kind():
     """Each combination of what decides a bundle's packages."""
-    for unsloth, method, backend, liger, vllm in itertools.product(
+    for unsloth, method, backend, liger, vllm, trainer, attn in itertools.product(
             (False, True), ("full", "lora", "qlora"), ("single", "ddp", "deepspeed", "fsdp2"), (False, True),
-            ("none", "colocate", "server")):
-        if unsloth and (backend in ("deepspeed", "fsdp2") or liger):
-            continue  # the planner gives Unsloth one GPU or DDP, and no Liger (rules CMP002, CMP005)
-        yield build_plan(trainer="grpo" if vllm != "none" else "sft", method=method, backend=backend,
+            ("none", "colocate", "server"), ("sft", "grpo"), ("sdpa", "flash_attention_2")):
+        if unsloth and (backend == "fsdp2" or liger or attn != "sdpa"):
+            continue  # Unsloth: one GPU, DDP or ZeRO-2/3, its own attention, no Liger (rules CMP002, CMP005)
+        if vllm != "none" and trainer == "sft":
+            continue
+        yield build_plan(trainer=trainer, method=method, backend=backend,
                          zero_stage=3 if backend == "deepspeed" else 0, liger=liger, unsloth=unsloth, vllm_mode=vllm,
-                         num_processes=1 if backend == "single" else 8, gpus_per_node=8)
+                         num_processes=1 if backend == "single" else 8, gpus_per_node=8, attn=attn)
 
 
 def test_every_plan_kind_is_covered_by_its_environments_largest():
@@ -143,7 +154,7 @@ def _canonical(name: str) -> str:
 
 
 # One parametrized test per distinct set; the ids are fixed here so that xdist workers agree on them.
-_IDS = ["largest-trl", "largest-trl+vllm", "largest-unsloth", "largest-unsloth+vllm", *GENERATED]
+_IDS = [*(f"largest-{env}" for env in LARGEST), *GENERATED]
 
 
 @pytest.mark.resolve

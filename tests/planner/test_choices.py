@@ -83,6 +83,19 @@ def test_no_reference_with_full_fine_tuning_is_refused(trainer):
         decide(Request(model="0.5B", trainer=trainer, method="full", ref_model="none", gpu="H200", gpus=1))
 
 
+@pytest.mark.parametrize(("ref", "methods"), [("none", {"lora", "qlora"}), ("bema", {"full"})])
+def test_a_pinned_reference_limits_the_methods_searched_and_estimated(ref, methods):
+    """A reference pin with the method left open: the planner searches, and estimate takes, only the methods the
+    reference exists for (never a full plan with `none`, which TRL would turn into a copy)."""
+    from advisor.check import estimate_request
+
+    req = Request(model="0.5B", trainer="dpo", ref_model=ref, gpu="H200", gpus=1)
+    decision, _ = decide(req)
+    assert decision.chosen.plan.method in methods and decision.chosen.plan.ref_model == ref
+    assert {a.plan.method for a in decision.alternatives} <= methods
+    assert estimate_request(req)["request"]["method"] in methods
+
+
 def test_bema_counts_its_host_buffers_and_writes_its_callback(tmp_path):
     copy, copy_result = decide(Request(model="1.5B", trainer="dpo", method="full", ref_model="copy", gpu="H200",
                                        gpus=1, micro_batch=4))
