@@ -392,8 +392,9 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
         full = p.values["method"] == "full"
         if trainer in ("dpo", "kto"):
             precompute = a.get("precompute_ref_log_probs")
+            bema = any(m.startswith("trl.experimental.bema_for_ref_model") for m, _ in files.imports)
             ref = ("precompute" if _truthy(precompute) and not isinstance(precompute, Unresolved)
-                   else "copy" if full else "none")
+                   else "bema" if bema and full else "copy" if full else "none")
         elif trainer == "rloo" or (trainer == "grpo" and (_arg(files, "beta", "float") or 0) > 0):
             ref = "copy" if full else "none"
         elif trainer == "gkd":

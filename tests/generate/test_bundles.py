@@ -464,3 +464,21 @@ def test_shell_scripts_parse(case, tmp_path):
             path.write_text(files[name])
             proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
             assert proc.returncode == 0, proc.stderr
+
+
+def test_every_bundle_kind_reads_back_as_its_plan(case, tmp_path):
+    """The reader behind check --bundle and verify turns each kind of generated bundle back into the plan it was
+    rendered from: a field it cannot read (the reference model, BEMA, a teacher, ...) would be judged as another."""
+    from advisor.check import check_bundle
+
+    name, p, files = case
+    model = next(c[2] for c in CASES if c[0] == name)
+    doc = json.loads(files["plan.json"])
+    doc["model"]["id"] = model  # the test result's placeholder id: the catalogue row it was rendered from
+    for fname, text in {**files, "plan.json": json.dumps(doc)}.items():
+        (tmp_path / fname).write_text(text, encoding="utf-8")
+    report = check_bundle(str(tmp_path))
+    got = report.reading.plan.to_dict()
+    want = p.to_dict()
+    assert {k: (got[k], want[k]) for k in want if got.get(k) != want[k]} == {}
+    assert report.reading.vs_plan_json == []
