@@ -5,6 +5,10 @@ of the files current at run time, what was measured, quick mode's scaling, the c
 older records of bench/gpu_checks.sh (format 1: the prediction plan.json held when the bundle ran). Also computes,
 from bench/results/h200*.jsonl and the speed model, the figures the speed tolerance is set from. Without a flag it
 prints the markdown; --write writes docs/verify.md; --check exits 1 when docs/verify.md is not what the data give.
+
+A run out of memory is shown as one, with the demand verify measured (a lower bound), never with the peak its
+metrics logged before the failure. A case bench.verify_runs skipped for time in one file and ran in a later one is
+listed once, as the run; errors are measured / predicted - 1, the sign verify judges.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -60,22 +65,39 @@ def _plan(plan: dict | None) -> str:
     return ", ".join(bits)
 
 
+_OOM_MARKS = ("OutOfMemoryError", "CUDA out of memory", "ran out of GPU memory", "CUBLAS_STATUS_ALLOC_FAILED")
+_AT_LEAST = re.compile(r"needed at least ([0-9.]+) GiB")
+
+
+def _failed_steps(steps: dict[str, dict]) -> list[str]:
+    return [name for name, s in steps.items() if s.get("status") == "fail"]
+
+
 def row(file: str, rec: dict) -> dict[str, Any]:
-    """A record as the table's values, whichever format it has."""
+    """A record as the table's values, whichever format it has. A run out of memory has no measured peak (what its
+    metrics logged before the failure is not the peak): `oom_floor` is the demand verify measured, when it did."""
     if rec.get("format") == 2:
         v = rec.get("verify") or {}
         m, p = v.get("measured") or {}, v.get("predicted") or {}
         steps = {s["name"]: s for s in v.get("steps") or []}
         run = steps.get("run", {})
-        oom = "out of memory" in (steps.get("memory", {}).get("detail") or "")
+        memory = steps.get("memory", {})
+        oom = bool(m.get("out_of_memory")) or (run.get("status") == "fail" and any(
+            mark in (run.get("detail") or "") + (memory.get("detail") or "") for mark in _OOM_MARKS))
+        floor = m.get("per_gpu_peak_at_least_bytes")
+        if oom and not floor:
+            hit = _AT_LEAST.search(memory.get("detail") or "")
+            floor = float(hit.group(1)) * GIB if hit else None
         q = v.get("quick") or {}
         mode = (f"quick: ga {q.get('grad_accum')} of {q.get('plan_grad_accum')}" if q.get("quick") else
                 f"full: ga {q.get('plan_grad_accum')}" if q else "-")
+        ran = run.get("status") == "pass"
         return {"case": rec.get("case"), "file": file, "plan": v.get("plan") or (rec.get("check") or {}).get("plan"),
                 "gpus": rec.get("gpus"), "status": rec.get("status"), "passed": v.get("passed"),
-                "ran": run.get("status") == "pass", "oom": oom, "mode": mode,
-                "peak": m.get("per_gpu_peak_bytes"), "peak_pred": p.get("per_gpu_peak_bytes"),
-                "tps": m.get("tokens_per_second"), "tps_pred": p.get("tokens_per_second"),
+                "ran": ran, "oom": oom, "oom_floor": floor if oom else None, "mode": mode,
+                "failed": _failed_steps(steps), "steps": steps,
+                "peak": m.get("per_gpu_peak_bytes") if ran else None, "peak_pred": p.get("per_gpu_peak_bytes"),
+                "tps": m.get("tokens_per_second") if ran else None, "tps_pred": p.get("tokens_per_second"),
                 "spread": m.get("step_seconds_spread_pct"), "wall": rec.get("wall_seconds"),
                 "predicted_as": "estimate of the files at run time", "note": rec.get("reason") or rec.get("error")}
     steps = rec.get("steps") or {}
@@ -84,25 +106,64 @@ def row(file: str, rec: dict) -> dict[str, Any]:
     ran = run.get("status") == "pass"
     return {"case": rec.get("case"), "file": file, "plan": rec.get("plan"), "gpus": rec.get("gpus"),
             "status": "ok", "passed": rec.get("passed"), "ran": ran,
-            "oom": "OutOfMemoryError" in (run.get("detail") or ""),
-            "mode": f"full: ga {(rec.get('plan') or {}).get('grad_accum')}", "peak": m.get("per_gpu_peak_bytes"),
-            "peak_pred": p.get("per_gpu_peak_bytes"), "tps": m.get("tokens_per_second"),
+            "oom": "OutOfMemoryError" in (run.get("detail") or ""), "oom_floor": None,
+            "failed": _failed_steps(steps), "steps": steps,
+            "mode": f"full: ga {(rec.get('plan') or {}).get('grad_accum')}",
+            "peak": m.get("per_gpu_peak_bytes") if ran else None,
+            "peak_pred": p.get("per_gpu_peak_bytes"), "tps": m.get("tokens_per_second") if ran else None,
             "tps_pred": p.get("tokens_per_second"), "spread": None, "wall": None,
             "predicted_as": "plan.json when it ran", "note": rec.get("note")}
+
+
+def table_rows(recs: list[tuple[str, dict]]) -> tuple[list[dict], list[dict]]:
+    """(rows of the runs table, budget skips left out): a case skipped for time in one file and run in another is
+    not a row of its own; a case that never ran stays, as skipped."""
+    rows = [row(f, r) for f, r in recs]
+    ran = {r["case"] for r in rows if r["status"] == "ok"}
+    kept = [r for r in rows if r["status"] == "ok" or r["case"] not in ran]
+    dropped = [r for r in rows if r["status"] != "ok" and r["case"] in ran]
+    return kept, dropped
+
+
+def verdict(r: dict) -> str:
+    """passed, or what failed: out of memory, or the failed judging steps with the figure verify judged."""
+    if r["passed"]:
+        return "passed"
+    if r["oom"]:
+        return "failed: out of memory"
+    why = []
+    for name in [n for n in r["failed"] if n in ("memory", "speed")] or r["failed"]:
+        detail = (r["steps"].get(name) or {}).get("detail") or ""
+        hit = re.search(r"\(([+-][0-9.]+ %), tolerance (\+-[0-9.]+ (?:%|GiB))", detail)
+        why.append(f"{name} {hit.group(1)} outside {hit.group(2)}" if hit else name)
+    return "failed: " + ("; ".join(why) or "not passed")
 
 
 def _gib(n) -> str:
     return "-" if not isinstance(n, (int, float)) else f"{n / GIB:.1f}"
 
 
+def _err_pct(measured, predicted) -> float | None:
+    """measured / predicted - 1, in %: the sign verify reports (positive: measured above the prediction)."""
+    if not isinstance(measured, (int, float)) or not isinstance(predicted, (int, float)) or not measured \
+            or not predicted:
+        return None
+    return (measured / predicted - 1) * 100
+
+
 def _err(measured, predicted) -> str:
-    if not measured or not predicted:
-        return ""
-    return f" ({(predicted / measured - 1) * 100:+.1f} %)"
+    e = _err_pct(measured, predicted)
+    return "" if e is None else f" ({e:+.1f} %)"
 
 
 def _num(x, digits: int = 0) -> str:
     return "-" if not isinstance(x, (int, float)) else f"{x:,.{digits}f}"
+
+
+def _peak_cell(r: dict) -> str:
+    if r["oom"]:
+        return "out of memory" + (f", needed >= {_gib(r['oom_floor'])}" if r.get("oom_floor") else "")
+    return _gib(r["peak"]) if r["ran"] else "-"
 
 
 # ------------------------------------------------------------------------------------------------ tolerance
@@ -149,7 +210,7 @@ def render(root: Path = REPO) -> str:
     )
 
     recs = records(root)
-    rows = [row(f, r) for f, r in recs]
+    rows, dropped = table_rows(recs)
     files = sorted({f for f, _ in recs})
     lines: list[str] = []
     w = lines.append
@@ -173,37 +234,81 @@ def render(root: Path = REPO) -> str:
     w("## Runs")
     w("")
     w("Peak: the largest `torch.cuda.max_memory_allocated()` over the ranks, GiB. Tokens/s: over the timed steps "
-      "(quick mode: scaled to the plan). Errors are predicted / measured - 1. \"Predicted\" is what that verify "
-      "compared with: the estimate of the bundle's files at run time (format 2 records), or plan.json's prediction "
-      "(the older records, which compared with it).")
+      "(quick mode: scaled to the plan). Errors are measured / predicted - 1, the figure verify judges (positive: "
+      "measured above the prediction; docs/accuracy.md writes the inverse, predicted / measured - 1). \"Predicted\" "
+      "is what that verify compared with: the estimate of the bundle's files at run time (format 2 records), or "
+      "plan.json's prediction (the older records, which compared with it). A run out of memory has no measured "
+      "peak: the figure shown is the demand torch's message gives (allocated plus the failed request), a lower "
+      "bound.")
     w("")
-    w("| run | kind | GPUs | plan | mode | verify | peak measured | peak predicted | tokens/s measured | "
-      "tokens/s predicted | spread | wall s | file |")
+    w("| run | kind | GPUs | plan | mode | verify | peak measured | peak predicted (error) | tokens/s measured | "
+      "tokens/s predicted (error) | spread | wall s | file |")
     w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    kinds = set()
     for r in rows:
         if r["status"] != "ok":
             w(f"| {r['case']} | {_kind(r['plan'])} | {r['gpus']} | {_plan(r['plan'])} | - | {r['status']}: "
               f"{r['note'] or ''} | | | | | | | {r['file']} |")
             continue
-        if r["ran"] or r["oom"]:
-            kinds.add(_kind(r["plan"]))
-        verdict = "passed" if r["passed"] else ("failed: out of memory" if r["oom"] else "failed")
-        peak = _gib(r["peak"]) if r["ran"] else ("out of memory" if r["oom"] else "-")
         spread = "" if r["spread"] is None else f"{r['spread']:.1f} %"
-        w(f"| {r['case']} | {_kind(r['plan'])} | {r['gpus']} | {_plan(r['plan'])} | {r['mode']} | {verdict} | "
-          f"{peak} | {_gib(r['peak_pred'])}{_err(r['peak'] if r['ran'] else None, r['peak_pred'])} | "
-          f"{_num(r['tps']) if r['ran'] else '-'} | {_num(r['tps_pred'])}"
-          f"{_err(r['tps'] if r['ran'] else None, r['tps_pred'])} | {spread} | {_num(r['wall'])} | {r['file']} |")
+        w(f"| {r['case']} | {_kind(r['plan'])} | {r['gpus']} | {_plan(r['plan'])} | {r['mode']} | {verdict(r)} | "
+          f"{_peak_cell(r)} | {_gib(r['peak_pred'])}{_err(r['peak'], r['peak_pred'])} | "
+          f"{_num(r['tps'])} | {_num(r['tps_pred'])}{_err(r['tps'], r['tps_pred'])} | {spread} | "
+          f"{_num(r['wall'])} | {r['file']} |")
     w("")
-    w(f"{len(rows)} runs; {len(kinds)} kinds of bundle ran (trainer, method, backend): "
-      f"{'; '.join(sorted(kinds))}.")
+    ran = [r for r in rows if r["status"] == "ok"]
+    never = [r for r in rows if r["status"] != "ok"]
+    w(f"{len(ran)} runs ({sum(1 for r in ran if r['passed'])} passed, "
+      f"{sum(1 for r in ran if not r['passed'] and r['oom'])} out of memory, "
+      f"{sum(1 for r in ran if not r['passed'] and not r['oom'])} failed otherwise)"
+      + (f"; {len(never)} case(s) never ran" if never else "") + ".")
+    if dropped:
+        w("")
+        w(f"Left out: {len(dropped)} record(s) of cases skipped for time (bench.verify_runs' budget) in one file and "
+          "run in a later one: " + ", ".join(f"{r['case']} ({r['file']})" for r in dropped) + ".")
     w("")
+    _kinds_section(w, ran)
     _quick_section(w, recs)
-    _oom_section(w, recs)
+    _oom_section(w, recs, rows)
     _versions_section(w, recs)
     _tolerance_section(w, root, recs, SPEED_TOLERANCE_PCT, SPEED_SPREAD_CAP_PCT)
     return "\n".join(lines) + "\n"
+
+
+def _span(values: list[float]) -> str:
+    if not values:
+        return "-"
+    lo, hi = f"{min(values):+.1f} %", f"{max(values):+.1f} %"
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def kinds(ran: list[dict]) -> dict[str, list[dict]]:
+    """Kind of bundle (trainer, method, backend) -> its runs that started (passed, failed or out of memory)."""
+    out: dict[str, list[dict]] = {}
+    for r in ran:
+        if r["ran"] or r["oom"]:
+            out.setdefault(_kind(r["plan"]), []).append(r)
+    return dict(sorted(out.items()))
+
+
+def _kinds_section(w, ran: list[dict]) -> None:
+    by = kinds(ran)
+    measured = [k for k, rs in by.items() if any(r["peak"] and r["tps"] for r in rs)]
+    w("## By kind of bundle")
+    w("")
+    w(f"{len(by)} kinds of bundle ran (trainer, method, backend); {len(measured)} of them with both peak memory and "
+      "tokens/s measured. Errors as above (measured / predicted - 1), from the lowest to the highest over the kind's "
+      "runs.")
+    w("")
+    w("| kind | runs | peak error | tokens/s error | verify |")
+    w("|---|---|---|---|---|")
+    for kind, rs in by.items():
+        peaks = [e for r in rs if (e := _err_pct(r["peak"], r["peak_pred"])) is not None]
+        speeds = [e for r in rs if (e := _err_pct(r["tps"], r["tps_pred"])) is not None]
+        ooms = sum(1 for r in rs if r["oom"])
+        peak = _span(peaks) + (f"; {ooms} out of memory" if ooms else "")
+        verdicts = ", ".join(f"{r['case']}: {verdict(r)}" for r in rs)
+        w(f"| {kind} | {len(rs)} | {peak} | {_span(speeds)} | {verdicts} |")
+    w("")
 
 
 def _format2(recs: list[tuple[str, dict]]) -> dict[str, dict]:
@@ -220,72 +325,108 @@ def _quick_section(w, recs) -> None:
         w("No pair of runs of one bundle in quick mode and with --full-steps is recorded yet.")
         w("")
         return
-    w("| bundle | quick: ga | quick: measured s/step | scaled to the plan, s/step | --full-steps: ga | "
-      "measured s/step | scaled vs full | quick wall s | full wall s |")
-    w("|---|---|---|---|---|---|---|---|---|")
+    w("| bundle | quick: ga | quick: timed steps | quick: measured s/step | scaled to the plan, s/step | "
+      "--full-steps: ga | timed steps | measured s/step | scaled vs full | quick wall s | full wall s |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    notes = []
     for name, q, f in pairs:
         qq = (q["verify"].get("quick") or {})
         fm = (f["verify"].get("measured") or {})
         full_step = fm.get("step_seconds")
         scaled = qq.get("scaled_step_seconds")
-        diff = f"{(scaled / full_step - 1) * 100:+.1f} %" if scaled and full_step else "-"
-        w(f"| {name[: -len('-quick')]} | {qq.get('grad_accum')} of {qq.get('plan_grad_accum')} | "
+        diff = (scaled / full_step - 1) * 100 if scaled and full_step else None
+        timed = [len(((x["verify"].get("measured") or {}).get("step_times") or {}).get("timed_step_seconds") or [])
+                 for x in (q, f)]
+        w(f"| {name[: -len('-quick')]} | {qq.get('grad_accum')} of {qq.get('plan_grad_accum')} | {timed[0]} | "
           f"{_num(qq.get('measured_step_seconds'), 2)} | {_num(scaled, 2)} | "
-          f"{(f['verify'].get('quick') or {}).get('plan_grad_accum')} | {_num(full_step, 2)} | {diff} | "
-          f"{_num(q.get('wall_seconds'))} | {_num(f.get('wall_seconds'))} |")
-        w("")
-        w(f"Scaling: the speed model predicts {_num(qq.get('predicted_step_seconds'), 2)} s per step at "
-          f"grad_accum {qq.get('grad_accum')} and {_num(qq.get('predicted_plan_step_seconds'), 2)} s at "
-          f"{qq.get('plan_grad_accum')} ({_num(qq.get('per_micro_batch_seconds'), 3)} s per micro-batch, "
-          f"{_num(qq.get('per_step_seconds'), 3)} s per step), so the measured quick step is multiplied by "
-          f"{_num(qq.get('scale'), 3)}.")
+          f"{(f['verify'].get('quick') or {}).get('plan_grad_accum')} | {timed[1]} | {_num(full_step, 2)} | "
+          f"{'-' if diff is None else f'{diff:+.1f} %'} | {_num(q.get('wall_seconds'))} | "
+          f"{_num(f.get('wall_seconds'))} |")
+        notes.append(
+            f"{name[: -len('-quick')]}: the speed model predicts {_num(qq.get('predicted_step_seconds'), 2)} s per "
+            f"step at grad_accum {qq.get('grad_accum')} and {_num(qq.get('predicted_plan_step_seconds'), 2)} s at "
+            f"{qq.get('plan_grad_accum')} ({_num(qq.get('per_micro_batch_seconds'), 3)} s per micro-batch, "
+            f"{_num(qq.get('per_step_seconds'), 3)} s per step), so the measured quick step is multiplied by "
+            f"{_num(qq.get('scale'), 3)}. Scaled step within 15 % of --full-steps: "
+            f"{'-' if diff is None else ('yes' if abs(diff) <= 15 else 'no')}; quick run under 3 minutes of wall "
+            f"time (start-up included): {'yes' if (q.get('wall_seconds') or 1e9) < 180 else 'no'}.")
+    w("")
+    for text in notes:
+        w(text)
     w("")
 
 
-def _oom_section(w, recs) -> None:
+def _oom_section(w, recs, rows: list[dict]) -> None:
     by = _format2(recs)
     r = by.get("oom-edit")
-    w("## A bundle edited beyond its plan")
+    w("## Runs out of memory")
+    w("")
+    w("### A bundle edited beyond its plan")
     w("")
     if r is None:
         w("No run of the edited bundle is recorded yet.")
+    else:
+        c = r.get("check") or {}
+        est = c.get("estimate") or {}
+        diffs = (c.get("differences") or {}).get("vs_plan_json") or []
+        planned = (r.get("planned") or {}).get("memory") or {}
+        w(f"`{r.get('generate')}` (plan.json: {_gib(planned.get('per_gpu_peak_bytes'))} GiB peak predicted), then "
+          "train.py's CONFIG edited: " + ", ".join(f"{k} = {v}" for k, v in (r.get("edits") or {}).items()) + ".")
         w("")
-        return
-    c = r.get("check") or {}
-    est = c.get("estimate") or {}
-    diffs = (c.get("differences") or {}).get("vs_plan_json") or []
-    w(f"`{r.get('generate')}`, then train.py's CONFIG edited: "
-      + ", ".join(f"{k} = {v}" for k, v in (r.get("edits") or {}).items()) + ".")
+        w(f"- `check --bundle` before the run: exit {c.get('exit')}, errors "
+          f"{', '.join(c.get('errors') or []) or 'none'}; estimate of the files {_gib(est.get('per_gpu_peak_bytes'))} "
+          f"GiB peak, {'fits' if est.get('fits') else 'does not fit'} ({_gib(est.get('gpu_capacity_bytes'))} GiB "
+          "per GPU); "
+          + "; ".join(f"{d['field']} {d['value']} in {d['where']}, {d['other']} in plan.json" for d in diffs) + ".")
+        steps = {s["name"]: s for s in (r.get("verify") or {}).get("steps") or []}
+        for name in ("rules", "run", "memory"):
+            w(f"- verify, {name} step ({steps.get(name, {}).get('status', '-')}): "
+              f"{steps.get(name, {}).get('detail', '-')}")
+        nxt = (r.get("verify") or {}).get("next_plan") or {}
+        if nxt:
+            w(f"- next plan ({nxt.get('why')}): {nxt.get('summary')}; `{nxt.get('command')}`")
     w("")
-    w(f"- `check --bundle` before the run: exit {c.get('exit')}, errors {', '.join(c.get('errors') or []) or 'none'}; "
-      f"estimate of the files {_gib(est.get('per_gpu_peak_bytes'))} GiB peak, "
-      f"{'fits' if est.get('fits') else 'does not fit'} ({_gib(est.get('gpu_capacity_bytes'))} GiB usable); "
-      + "; ".join(f"{d['field']} {d['value']} in {d['where']}, {d['other']} in plan.json" for d in diffs) + ".")
-    steps = {s["name"]: s for s in (r.get("verify") or {}).get("steps") or []}
-    w(f"- verify, run step: {steps.get('run', {}).get('detail', '-')}")
-    w(f"- verify, memory step: {steps.get('memory', {}).get('detail', '-')}")
-    nxt = (r.get("verify") or {}).get("next_plan") or {}
-    if nxt:
-        w(f"- next plan: `{nxt.get('command')}`")
+    others = [x for x in rows if x["status"] == "ok" and x["oom"] and x["case"] != "oom-edit"]
+    w("### Other runs out of memory")
+    w("")
+    if not others:
+        w("None.")
+    for x in others:
+        step = x["steps"].get("memory") or {}
+        detail = step.get("detail") or (x["steps"].get("run") or {}).get("detail") or "-"
+        w(f"- {x['case']} ({_kind(x['plan'])}, {_plan(x['plan'])}; {x['file']}): {detail}")
     w("")
 
 
 def _versions_section(w, recs) -> None:
-    warned = [(r["case"], s) for _, r in recs if r.get("format") == 2 and r.get("status") == "ok"
-              for s in (r.get("verify") or {}).get("steps") or [] if s.get("name") == "packages"]
+    runs = [r for _, r in recs if r.get("format") == 2 and r.get("status") == "ok"]
     w("## Package versions")
     w("")
-    if not warned:
+    if not runs:
         w("No format 2 run recorded yet.")
         w("")
         return
-    case, step = warned[0]
-    versions = next(r.get("versions") for _, r in recs if r.get("case") == case)
-    w(f"The GPU machine's own stack (transformers {versions.get('transformers')}, torch {versions.get('torch')}, "
-      f"peft {versions.get('peft')}), not the bundle's pins: the packages step of `{case}` said "
-      f"**{step['status']}**: {step['detail']}.")
-    for text in step.get("warnings") or []:
-        w(f"- warning: {text}")
+    installed = sorted({f"{name} {(r.get('versions') or {}).get(name)}" for r in runs
+                        for name in ("transformers", "torch", "trl", "peft")})
+    statuses: dict[str, list[str]] = {}
+    warned: dict[str, list[str]] = {}
+    for r in runs:
+        step = next((s for s in (r.get("verify") or {}).get("steps") or [] if s.get("name") == "packages"), None)
+        if step is None:
+            continue
+        statuses.setdefault(step["status"], []).append(r["case"])
+        for text in step.get("warnings") or []:
+            warned.setdefault(text, []).append(r["case"])
+    passed = [r["case"] for r in runs if (r.get("verify") or {}).get("passed")]
+    others = [f"{r['case']} ({verdict(row('', r))})" for r in runs if not (r.get("verify") or {}).get("passed")]
+    w(f"Every format 2 run used the GPU machine's own packages ({', '.join(installed)}), not the bundle's pins (no "
+      "matching wheel was carried). The packages step: "
+      + "; ".join(f"**{k}** in {len(v)} of {len(runs)} runs" for k, v in sorted(statuses.items()))
+      + f". {len(passed)} of those runs passed verify with the warnings below"
+      + (f"; the others failed at other steps: {', '.join(others)}" if others else "") + ".")
+    w("")
+    for text, cases in sorted(warned.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        w(f"- warning ({len(cases)} runs): {text}")
     w("")
 
 
@@ -302,6 +443,12 @@ def _tolerance_section(w, root: Path, recs, base: float, cap: float) -> None:
     if spreads:
         w(f"- The verify runs above: spread {spreads[0]:.1f} % to {spreads[-1]:.1f} % (median "
           f"{statistics.median(spreads):.1f} %).")
+    judged = [(r, e, base + min(r["spread"] or 0.0, cap)) for r in table_rows(recs)[0] if r["status"] == "ok"
+              and (e := _err_pct(r["tps"], r["tps_pred"])) is not None]
+    outside = [f"{r['case']} {e:+.1f} % (band +-{band:.1f} %)" for r, e, band in judged if abs(e) > band]
+    w(f"- Judged by the chosen band (below; the run's spread where the record has it), {len(judged) - len(outside)} "
+      f"of the {len(judged)} runs above with tokens/s measured are inside it"
+      + (f"; outside: {', '.join(outside)}" if outside else "") + ".")
     w(f"- The speed model's step-time error over {len(errors)} calibration runs (docs/accuracy.md): "
       f"{_quantile(errors, 0.5):.1f} % at the median, {_quantile(errors, 0.9):.1f} % at the 90th percentile.")
     w(f"- Chosen: {base:.0f} % (the model's 90th percentile rounded up to 5 %) plus the run's own spread, at most "

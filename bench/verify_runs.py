@@ -282,9 +282,14 @@ def summary_line(r: dict) -> str:
     tps, ptps = m.get("tokens_per_second"), pr.get("tokens_per_second")
     q = v.get("quick") or {}
     mode = f"quick ga {q.get('grad_accum')}/{q.get('plan_grad_accum')}" if q.get("quick") else "full"
+    if m.get("out_of_memory"):  # no peak was measured: the demand torch's message gives is a floor
+        floor = m.get("per_gpu_peak_at_least_bytes")
+        shown = "out of memory" + (f", needed >= {floor / GIB:.1f}" if floor else "")
+    else:
+        shown = "-" if peak is None else f"{peak / GIB:.1f}"
     return (f"{r['case']}: passed={v.get('passed')} {mode} wall {r.get('wall_seconds')} s; peak "
-            f"{(peak or 0) / GIB:.1f} vs {(ppeak or 0) / GIB:.1f} GiB; tokens/s {tps or 0:,.0f} vs {ptps or 0:,.0f}; "
-            f"check exit {r['check']['exit']}")
+            f"{shown} vs {(ppeak or 0) / GIB:.1f} GiB; tokens/s {'-' if tps is None else f'{tps:,.0f}'} vs "
+            f"{ptps or 0:,.0f}; check exit {r['check']['exit']}")
 
 
 if __name__ == "__main__":

@@ -26,9 +26,12 @@ def markdown(out: VerifyOutcome) -> str:
             f"<br>hint: {_md(s.hint)}" if s.hint else "")
         lines.append(f"| {STEP_TITLES.get(s.name, s.name)} | {SYMBOL[s.status]} {s.status} | {detail} |")
     m, p = out.measured, out.predicted
+    peak = _gib(m.get("per_gpu_peak_bytes"))
+    if m.get("out_of_memory"):
+        floor = m.get("per_gpu_peak_at_least_bytes")
+        peak = "out of memory" + (f": needed at least {_gib(floor)}" if floor else "")
     lines += ["", "| | measured | predicted (the files as they are) |", "|---|---|---|",
-              f"| peak allocated per GPU | {_gib(m.get('per_gpu_peak_bytes'))} | "
-              f"{_gib(p.get('per_gpu_peak_bytes'))} |",
+              f"| peak allocated per GPU | {peak} | {_gib(p.get('per_gpu_peak_bytes'))} |",
               f"| tokens/s | {_fmt(m.get('tokens_per_second'))} | {_fmt(p.get('tokens_per_second'))} |",
               f"| step seconds | {_fmt(m.get('step_seconds'), 2)} | {_fmt(p.get('step_seconds'), 2)} |"]
     if out.quick and out.quick.get("quick"):

@@ -311,7 +311,7 @@ def _empty_measured(warmup: int) -> dict[str, Any]:
     return {"per_gpu_peak_bytes": None, "per_gpu_reserved_bytes": None, "tokens_per_second": None,
             "step_seconds_median": None, "step_seconds": None, "step_seconds_spread_pct": None, "step_times": None,
             "loss_finite": None, "ranks": 0, "steps": 0, "device": None, "host_peak_rss_bytes": None,
-            "warmup_steps": warmup}
+            "warmup_steps": warmup, "out_of_memory": False}
 
 
 def _measure(out: VerifyOutcome, metrics: Metrics | None, plan: Plan | None, choice: quick.QuickChoice) -> None:
@@ -349,6 +349,18 @@ def _measure(out: VerifyOutcome, metrics: Metrics | None, plan: Plan | None, cho
     out.error_pct = errors
 
 
+def _unmeasured_peak(out: VerifyOutcome, floor: int | None) -> None:
+    """A run out of memory never reached its peak: what the metrics logged before it failed (often only the start
+    record, the weights loaded) is kept as per_gpu_peak_recorded_bytes, not reported as the peak nor compared with
+    the estimate; the demand torch's message gives is the measured floor (per_gpu_peak_at_least_bytes)."""
+    m = out.measured
+    m["out_of_memory"] = True
+    m["per_gpu_peak_recorded_bytes"] = m.get("per_gpu_peak_bytes")
+    m["per_gpu_peak_bytes"] = None
+    m["per_gpu_peak_at_least_bytes"] = int(floor) if floor else None
+    out.error_pct["per_gpu_peak_bytes"] = None
+
+
 def _out_of_memory(out: VerifyOutcome, b: _Bundle, metrics: Metrics | None, log_lines: list[str], *,
                    decide) -> str:
     """The memory step's detail after an out-of-memory run: the demand measured, whether the files exceed the plan,
@@ -357,6 +369,7 @@ def _out_of_memory(out: VerifyOutcome, b: _Bundle, metrics: Metrics | None, log_
 
     demand = oom_demand(log_lines) or {}
     floor = demand.get("at_least_bytes") or (metrics.peak("peak_allocated_bytes") if metrics else None)
+    _unmeasured_peak(out, floor)
     where = f" on GPU {demand['gpu']}" if demand.get("gpu") is not None else ""
     parts = [f"the run ran out of GPU memory{where}" + (f": it needed at least {_gib(floor)} per GPU" if floor else "")]
     edits = b.reading.vs_plan_json if b.reading is not None else []

@@ -53,14 +53,18 @@ def test_new_records_give_the_quick_against_full_comparison(tmp_path):
                                 "measured_step_seconds": 12.0, "scaled_step_seconds": 108.0,
                                 "predicted_step_seconds": 11.9, "predicted_plan_step_seconds": 107.7,
                                 "per_micro_batch_seconds": 1.68, "per_step_seconds": 0.01}
+    quick["verify"]["measured"]["step_times"] = {"timed_step_seconds": [12.0] * 4}
     full = _format2("lora-8b-16k-full")
     full["verify"]["quick"] = {"quick": False, "grad_accum": 64, "plan_grad_accum": 64}
+    full["verify"]["measured"]["step_times"] = {"timed_step_seconds": [110.0]}
     path = root / "bench" / "results" / "verify-h200-2099-01-01.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in (quick, full)))
     text = D.render(root)
-    assert "| lora-8b-16k | 7 of 64 | 12.00 | 108.00 | 64 | 110.00 | -1.8 % | 100 | 100 |" in text
+    assert "| lora-8b-16k | 7 of 64 | 4 | 12.00 | 108.00 | 64 | 1 | 110.00 | -1.8 % | 100 | 100 |" in text
+    assert "Scaled step within 15 % of --full-steps: yes; quick run under 3 minutes of wall time" in text
+    # errors are measured / predicted - 1, the sign verify's own report uses
     assert "| lora-8b-16k-quick | SFT lora, 1 GPU | 1 | mb 1 x ga 64, seq 16384 | quick: ga 7 of 64 | passed | " \
-           "100.0 | 110.0 (+10.0 %) |" in text
+           "100.0 | 110.0 (-9.1 %) | 9,000 | 9,700 (-7.2 %) |" in text
     assert "transformers 5.17.0 installed, the bundle pins 5.24.0" in text
     assert "verify-h200-2099-01-01.jsonl" in text
 
@@ -81,3 +85,47 @@ def test_the_speed_tolerance_covers_what_it_is_chosen_from():
 @pytest.mark.parametrize("flag", ["--check"])
 def test_check_flag_matches_the_file(flag):
     assert D.main([flag]) == 0
+
+
+def _committed(case: str, file_prefix: str = "verify-h200-2026-12-01") -> dict:
+    rows = [D.row(f, r) for f, r in D.records(REPO) if f.startswith(file_prefix)]
+    return next(r for r in rows if r["case"] == case and r["status"] == "ok")
+
+
+def test_a_run_out_of_memory_is_shown_as_one_with_the_demand_not_a_peak():
+    """The 2026-12-01 records: the edited bundle and GKD ran out of memory; what their metrics logged before (2.9 GiB
+    for the edited bundle, the weights loaded) is not a measured peak."""
+    edit = _committed("oom-edit")
+    assert edit["oom"] and edit["peak"] is None and D.verdict(edit) == "failed: out of memory"
+    assert round(edit["oom_floor"] / D.GIB, 1) == 140.5 and D._peak_cell(edit) == "out of memory, needed >= 140.5"
+    gkd = _committed("gkd-0.5b-teacher-1.5b")
+    assert gkd["oom"] and D._peak_cell(gkd) == "out of memory, needed >= 143.8"
+    text = (REPO / D.DOC).read_text(encoding="utf-8")
+    assert "| gkd-0.5b-teacher-1.5b | GKD full, 1 GPU |" in text
+    assert "the estimate is too low: it predicted 118.7 GiB for the files" in text
+    assert "the files exceed the plan: micro_batch 48" in text and "- next plan (" in text
+
+
+def test_a_failed_step_is_named_with_the_figure_verify_judged():
+    grpo = _committed("grpo-0.5b")
+    assert D.verdict(grpo) == "failed: speed +33.3 % outside +-23.9 %"
+    assert D.verdict(_committed("8b-dpo-fsdp2", "verify-h200-2026-11-29")) == \
+        "failed: memory +21.1 % outside +-16.5 GiB"
+
+
+def test_budget_skips_of_cases_that_ran_later_are_not_rows():
+    rows, dropped = D.table_rows(D.records(REPO))
+    assert all(r["status"] == "ok" for r in rows)  # every skipped case of the committed files ran in a later one
+    assert {r["case"] for r in dropped} >= {"gkd-0.5b-teacher-1.5b", "sft-gemma2-2b"}
+    fake = [("a.jsonl", {"format": 2, "case": "x", "status": "skipped", "reason": "predicted 40 s, 9 s left"})]
+    rows, dropped = D.table_rows(fake)
+    assert [r["case"] for r in rows] == ["x"] and not dropped  # never ran: it stays, as skipped
+
+
+def test_at_least_eight_kinds_have_memory_and_speed_measured():
+    rows, _ = D.table_rows(D.records(REPO))
+    by = D.kinds([r for r in rows if r["status"] == "ok"])
+    measured = [k for k, rs in by.items() if any(r["peak"] and r["tps"] for r in rs)]
+    assert len(measured) >= 8
+    assert {"SFT full, ZeRO-3", "SFT qlora, 1 GPU", "KTO full, 1 GPU", "DPO full, 1 GPU", "SFT lora, 1 GPU"} <= \
+        set(measured)

@@ -53,3 +53,15 @@ def test_cases_cover_the_demonstrations_and_the_kinds():
     assert names[:3] == ["oom-edit", "lora-8b-16k-full", "lora-8b-16k-quick"]  # the full run writes the checkpoint
     kinds = {(" ".join(c["generate"])) for c in V.CASES[3:]}
     assert len(kinds) >= 8 and len(names) == len(set(names))
+
+
+def test_summary_line_of_a_run_out_of_memory_gives_the_demand_not_a_peak():
+    r = {"case": "oom-edit", "status": "ok", "wall_seconds": 62.4, "check": {"exit": 1},
+         "verify": {"passed": False, "quick": {"quick": True, "grad_accum": 3, "plan_grad_accum": 4},
+                    "measured": {"out_of_memory": True, "per_gpu_peak_bytes": None,
+                                 "per_gpu_peak_recorded_bytes": 3089396224,
+                                 "per_gpu_peak_at_least_bytes": int(140.5 * V.GIB), "tokens_per_second": None},
+                    "predicted": {"per_gpu_peak_bytes": int(213.1 * V.GIB), "tokens_per_second": 50461.0}}}
+    line = V.summary_line(r)
+    assert "peak out of memory, needed >= 140.5 vs 213.1 GiB" in line and "tokens/s - vs 50,461" in line
+    assert "2.9" not in line

@@ -8,7 +8,7 @@ import sys
 
 from verify_cases import FakeRun, machine
 
-from advisor.verify import verify
+from advisor.verify import RunResult, verify
 from advisor.verify.metrics import oom_demand
 from advisor.verify.replan import recreate_pins
 
@@ -81,3 +81,41 @@ def test_recreate_pins_read_the_bundles_generate_line():
     assert recreate_pins(text) == {"model": "8B", "trainer": "sft", "gpus": 1, "gpu": "H200", "grad_ckpt": False,
                                    "liger": True, "seq_len": 16384, "vllm_mem_fraction": 0.3}
     assert recreate_pins("no such line") == {}
+
+
+def test_a_run_out_of_memory_reports_no_peak_but_the_demand(tmp_path):
+    """What the metrics logged before the failure (the H200 run of 2026-12-01: 2.9 GiB, the weights loaded) is not
+    the run's peak: it is kept apart, the peak error is not computed, and the report gives the demand measured."""
+    import json
+
+    from advisor.verify.report import markdown
+
+    bundle = _generate(tmp_path, "--micro-batch", "16", "--seq-len", "2048")
+    _edit(bundle, "micro_batch", 16, 48)
+
+    def runner(command, *, cwd, log_path, timeout_seconds):
+        folder = bundle / "metrics"
+        folder.mkdir(exist_ok=True)
+        (folder / "rank0.jsonl").write_text(json.dumps(
+            {"event": "start", "rank": 0, "world_size": 1, "device": "cuda:0", "peak_allocated_bytes": 3089396224,
+             "peak_reserved_bytes": 3145728000, "host_peak_rss_bytes": 4301004800}) + "\n")
+        log_path.write_text(TORCH_OOM)
+        return RunResult(returncode=1, seconds=30.0)
+
+    outcome = verify(bundle, runner=runner, probe=machine("h200_x1"), progress=None, random_init=True,
+                     synthetic_data=True)
+    m = outcome.measured
+    assert m["out_of_memory"] is True and m["per_gpu_peak_bytes"] is None
+    assert m["per_gpu_peak_recorded_bytes"] == 3089396224
+    assert m["per_gpu_peak_at_least_bytes"] == int(9.27 * (1 << 30)) + int(133.90 * (1 << 30))
+    assert outcome.error_pct["per_gpu_peak_bytes"] is None
+    assert "| peak allocated per GPU | out of memory: needed at least 143.2 GiB |" in markdown(outcome)
+    json.dumps(outcome.to_json(), allow_nan=False)
+
+
+def test_a_run_that_fits_says_it_did_not_run_out_of_memory(tmp_path):
+    bundle = _generate(tmp_path, "--micro-batch", "4", "--seq-len", "1024")
+    outcome = verify(bundle, runner=FakeRun(), probe=machine("h200_x1"), progress=None, random_init=True,
+                     synthetic_data=True)
+    assert outcome.measured["out_of_memory"] is False and outcome.measured["per_gpu_peak_bytes"]
+    assert outcome.error_pct["per_gpu_peak_bytes"] is not None
