@@ -6,7 +6,9 @@ estimators.
     python -m bench.accuracy --check    # exit 1 when docs/accuracy.md is not what the data and the model give now
 
 Inputs: the benchmark records in RESULTS (bench/README.md: one JSON line per configuration; the last record of a name
-counts) and the spot measurements in SPOT (tests/model/spot_measure.py). Every "ok" row is compared on peak allocated
+counts; the plan-quality rows of bench.plan_quality among them), the spot measurements in SPOT
+(tests/model/spot_measure.py), and the bundles `trl-advisor verify` ran (VERIFY, VERIFY_1201: reported apart, and
+the 2026-12-01 ones counted in the near-capacity margin). Every "ok" row is compared on peak allocated
 memory (torch.cuda.max_memory_allocated), peak reserved memory and median step time; "oom" rows are checked to be
 predicted not to fit. Errors are predicted / measured - 1. Statistics are given per split: "fit" (the benchmark's fit
 rows and the spot rows, the only rows the FITTED constants of advisor/model/calibration.py and advisor/model/speed.py were fitted on),
@@ -40,9 +42,19 @@ from advisor.model.speed import estimate_speed
 from bench import baselines as B
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-2026-11-29-part2.jsonl")
+RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-2026-11-29-part2.jsonl",
+           "bench/results/h200-2026-12-01-part1.jsonl", "bench/results/h200-2026-12-01-part3.jsonl",
+           "bench/results/plan-quality-h200-2026-12-01-part1.jsonl",
+           "bench/results/plan-quality-h200-2026-12-01-part2.jsonl")
+"""Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts. The
+plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
+measured like a calibration row; their names start with "pq-"."""
 SPOT = "tests/model/data/h200_spot.jsonl"
 VERIFY = "bench/results/verify-h200-2026-11-29.jsonl"
+VERIFY_1201 = ("bench/results/verify-h200-2026-12-01-1157.jsonl", "bench/results/verify-h200-2026-12-01-1206.jsonl",
+               "bench/results/verify-h200-2026-12-01-1214.jsonl", "bench/results/verify-h200-2026-12-01-1217.jsonl")
+"""Bundles run by `trl-advisor verify` on one H200 on 2026-12-01 (bench/verify_runs.py records): planner-picked
+plans, never used to fit or to derive a term; reported on their own and counted in the near-capacity margin."""
 DOC = "docs/accuracy.md"
 PNG = "docs/accuracy.png"
 GPU_ID = "H200"
@@ -58,6 +70,22 @@ MEMORY_MEDIAN_TARGET = 0.05
 MEMORY_WORST_TARGET = 0.12
 NEAR_CAPACITY_UNDER_TARGET = 0.05
 TIME_MEDIAN_TARGET = 0.15
+
+GOALS = {"memory_median": 0.03, "memory_worst": 0.08, "near_capacity_under": 0.03, "time_median": 0.07,
+         "time_worst": 0.20}
+"""Issue 14's goals, on runs the calibration never saw: peak memory median / worst |error|, the most under-predicted
+run near capacity (never below -3 %), tokens/s median / worst |error| (step time here: the same ratio inverted)."""
+
+BEFORE_ISSUE_14 = {
+    "all": {"mem_median": 0.0208, "mem_worst": 0.176, "mem_under": -0.140, "near_under": -0.117, "time_median": 0.059,
+            "time_worst": 0.465},
+    "holdout": {"mem_median": 0.0227, "mem_worst": 0.176, "time_median": 0.078, "time_worst": 0.288},
+    "verify": {"mem_median": 0.052, "mem_worst": 0.073, "time_median": 0.108, "time_worst": 0.333},
+    "lofo": {"mem_median": 0.0208, "mem_worst": 0.176, "time_median": 0.090, "time_worst": 0.768},
+    "margin_u": 0.100,
+}
+"""The same statistics with the model of commit 23ab5c9 (before issue 14's terms) on the same data: computed by this
+module's functions on that commit's advisor package (`git archive 23ab5c9`), kept here for the closing note."""
 
 SPLITS = ("fit", "holdout", "all")
 
@@ -88,6 +116,8 @@ FITTED: tuple[tuple[Any, str, Any, str, str], ...] = (
     (S, "CKPT_LAYER_SECONDS", 3e-3, "s", "step time (joint fit)"),
     (S, "DECODE_LAUNCH_SECONDS", 35e-6, "s", "step time (joint fit; new: the decode step used LAUNCH_SECONDS)"),
     (S, "BNB_MATMUL_SECONDS", 0.0, "s", "step time (joint fit; new: QLoRA's per-call CPU cost was not counted)"),
+    (S, "GENERATE_CALL_SECONDS", 0.4, "s", "step time (joint fit; new: a GRPO/RLOO generation round's fixed cost, "
+     "seeded from the 0.5B GRPO rows' intercept)"),
 )
 UNCHANGED = ("HIDDEN_HALF", "TOKENS_HALF", "MEM_BW_EFFICIENCY", "LIGER_KERNELS_FWD_PER_LAYER",
              "LIGER_KERNELS_BWD_PER_LAYER", "STEP_FIXED_SECONDS")
@@ -184,6 +214,8 @@ class Report:
     command: str
     spot_command: str
     excluded_spot: list[str] = field(default_factory=list)
+    verify_rows: list[Evaluated] = field(default_factory=list)
+    """The 2026-12-01 bundles run by verify (VERIFY_1201), split "verify": outside fit / holdout / all."""
 
 
 _SIZE = re.compile(r"Tried to allocate ([0-9.]+) (GiB|MiB|KiB|B)")
@@ -306,6 +338,44 @@ def evaluate(runs: list[Run]) -> list[Evaluated]:
     return out
 
 
+def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) -> list[Evaluated]:
+    """The verify records that trained or ran out of memory, each as an Evaluated row of split "verify": the plan
+    read back from the bundle's files (verify's `plan`), predicted by the model in this commit on its GPU. The last
+    record of a case counts (a budget-skipped case was run again in a later file)."""
+    from advisor.core.plan import Plan
+
+    last: dict[str, dict] = {}
+    for rel in paths:
+        for rec in _read_jsonl(root / rel):
+            v = rec.get("verify") or {}
+            if rec.get("status") == "ok" and v.get("plan") and v.get("measured"):
+                last[rec["case"]] = rec
+    out = []
+    for case in sorted(last):
+        rec = last[case]
+        v = rec["verify"]
+        m = v["measured"]
+        plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
+        model = resolve_model(rec["model"])
+        target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+        mem, spd = estimate_plan(model, plan, target)
+        trained = bool(m.get("tokens_per_second"))
+        knobs = {**v["plan"], "model": rec["model"]}
+        run = Run(name=case, source="verify", split="verify", status="ok" if trained else "oom", knobs=knobs,
+                  peak_allocated=int(m["per_gpu_peak_bytes"]), peak_reserved=int(m["per_gpu_reserved_bytes"]),
+                  # verify's quick mode times micro-batches, not whole steps: the step time its tokens/s implies
+                  step_seconds=plan.tokens_per_step / m["tokens_per_second"] if trained else None,
+                  torch_total=(rec.get("memory") or {}).get("torch_total_bytes"))
+        out.append(Evaluated(
+            run=run, model=model, pred_allocated=mem.per_gpu_peak_bytes, pred_reserved=mem.per_gpu_reserved_bytes,
+            pred_step=spd.step_seconds, fits=mem.fits, capacity=mem.capacity_bytes, phase=mem.phase,
+            accelerate=B.accelerate_estimate(model, plan.precision, plan.method),
+            deepspeed=B.deepspeed_estimate(model, plan.backend, plan.zero_stage, plan.offload, plan.gpus_per_node,
+                                           plan.nodes),
+            headroom=mem.headroom_bytes))
+    return out
+
+
 def build(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO) -> Report:
     runs, meta = load(results, spot, root)
     rows = evaluate(runs)
@@ -320,7 +390,8 @@ def build(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REP
     spot_names = " ".join(sorted({e.run.name for e in rows if e.run.source == "spot"} | set(meta["excluded_spot"])))
     spot_command = f"python tests/model/spot_measure.py {SPOT} {spot_names}"
     return Report(rows=rows, not_measured=meta["not_measured"], versions=meta["versions"], gpu=meta["gpu"],
-                  command=command, spot_command=spot_command, excluded_spot=meta["excluded_spot"])
+                  command=command, spot_command=spot_command, excluded_spot=meta["excluded_spot"],
+                  verify_rows=load_verify_1201(root=root) if root == REPO else [])
 
 
 def in_split(e: Evaluated, split: str) -> bool:
@@ -385,6 +456,28 @@ def targets(stats: dict[str, Any]) -> dict[str, tuple[float | None, bool | None]
         "time_median": (stats["time_median"], None if stats["time_median"] is None
                         else stats["time_median"] <= TIME_MEDIAN_TARGET),
     }
+
+
+def goals(rows: list[Evaluated]) -> dict[str, tuple[float | None, bool | None]]:
+    """Issue 14's goals (GOALS) on a set of runs: each (the statistic, met?)."""
+    ok = [e for e in rows if e.run.status == "ok"]
+    oom = [e for e in rows if e.run.status == "oom" and e.run.source != "verify"]
+    mem = [abs(e.err_allocated) for e in ok]
+    step = [abs(e.err_step) for e in ok if e.err_step is not None]
+    near = [e.err_allocated for e in ok if near_capacity(e) or e.near_plan] + \
+        [e.pred_allocated / e.demand_lower_bound - 1 for e in oom]
+    stat = {"memory_median": _median(mem), "memory_worst": max(mem) if mem else None,
+            "near_capacity_under": min(near) if near else None, "time_median": _median(step),
+            "time_worst": max(step) if step else None}
+    out = {}
+    for key, value in stat.items():
+        if value is None:
+            out[key] = (None, None)
+        elif key == "near_capacity_under":
+            out[key] = (value, value >= -GOALS[key])
+        else:
+            out[key] = (value, value <= GOALS[key])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -500,13 +593,15 @@ def nearest_rank(values: list[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def near_plan_distribution(rows: list[Evaluated]) -> dict[str, Any]:
+def near_plan_distribution(rows: list[Evaluated], verify: list[Evaluated] | None = None) -> dict[str, Any]:
     """Runs predicted within NEAR_PLAN_FRACTION of the usable memory: under-prediction u = measured / predicted - 1
     (positive: the run needed more than predicted) of peak reserved (what the planner compares with its limit) and
     peak allocated; the UNDER_QUANTILE of u on reserved, and the margin it implies: a plan predicted at R with
     R * (1 + u) <= usable needs R <= usable / (1 + u), i.e. u / (1 + u) of the usable memory kept free. OOM runs so
     predicted count with their demand lower bound (allocated at the failure plus the failed request) against the
-    predicted allocated peak: u at least that."""
+    predicted allocated peak: u at least that. `verify`: the bundles verify ran (VERIFY_1201), counted like the
+    benchmark rows."""
+    rows = list(rows) + [e for e in verify or [] if e.run.status == "ok"]  # a verify OOM has no measured demand
     ok = [e for e in rows if e.run.status == "ok" and e.near_plan]
     oom = [e for e in rows if e.run.status == "oom" and (e.near_plan or e.fits)]
     u_res = [e.run.peak_reserved / e.pred_reserved - 1 for e in ok]
@@ -650,6 +745,113 @@ def _verify_section(w) -> None:
     w("")
 
 
+def _issue14_section(w, report: Report) -> None:
+    """The closing note: what issue 14 changed, and its figures before and after."""
+    rows = report.rows
+    st = split_stats(rows, "all")
+    ho = split_stats(rows, "holdout")
+    ver = goals(report.verify_rows)
+    lofo = leave_one_family_out(rows)
+    l_mem = [x for f in lofo for x in f["mem"]]
+    l_step = [x for f in lofo for x in (f["step_lofo"] if f["step_lofo"] is not None else f["step_as_fitted"])]
+    near = goals(rows)["near_capacity_under"][0]
+    d = near_plan_distribution(rows, report.verify_rows)
+    b = BEFORE_ISSUE_14
+    w("## Issue 14: what changed")
+    w("")
+    w("Terms read from the libraries' code replaced what the constants could only fit; each was checked on the "
+      "families' rows and the verify bundles (none of which it was derived from, except where its docstring says). "
+      "Memory (advisor/model/activations.py, units.py, dims.py): PyTorch's flash and memory-efficient SDPA return "
+      "[b, s, heads, d], so o_proj saves the tensor SDPA saves (no copy; eager still copies); the MLP's backward "
+      "peak is the incoming grad and two [t, I] grads beside the saved set (one with Liger's in-place SwiGLU "
+      "backward), not two residual grads and three; the final norm's saved tensors are freed before the first "
+      "layer's backward; fp32 LoRA adapters with dropout hold two fp32 grads of the widest input; Qwen3/Gemma3's "
+      "per-head q/k norms save an fp32 copy; Gemma's norms keep their fp32 normalized tensor and Gemma 2's "
+      "soft-capping its tanh output; Phi-3's fused qkv output stays alive through the saved v view; SDPA on "
+      "sliding-window layers gets a mask torch turns into a bf16 bias per layer, with k and v expanded; DPO and KTO "
+      "score only the completion. Speed (advisor/model/speed.py): the extra norms' and the MoE routing's kernels and "
+      "HBM bytes, the experts' skinny grouped GEMMs, the full score matrix and bias reads of masked SDPA, DPO/KTO's "
+      "half-size LM head, and a fixed cost per GRPO/RLOO generation round; the speed constants refitted on the fit "
+      "rows of every file (BNB_MATMUL_SECONDS left at its value, see its note). Near capacity: the planner's "
+      "headroom is now the measured under-prediction (above), not a 5 % policy. Considered and not "
+      "added: a reserved-memory term for ZeRO's step buffers (the train phase's reserve plus the step's flat buffers "
+      "matches five of the nine ZeRO rows but over-predicts the two near capacity by 5-8 %); a term for the "
+      "transformers version (see the known gaps); the refitted BNB_MATMUL_SECONDS (see its note).")
+    w("")
+    w("| figure | before (23ab5c9) | now | goal |")
+    w("|---|---|---|---|")
+    w(f"| peak allocated, median \\|err\\|, all / holdout / verify | {_pct(b['all']['mem_median'], False)} / "
+      f"{_pct(b['holdout']['mem_median'], False)} / {_pct(b['verify']['mem_median'], False)} | "
+      f"{_pct(st['mem_median'], False)} / {_pct(ho['mem_median'], False)} / {_pct(ver['memory_median'][0], False)} "
+      f"| <= {100 * GOALS['memory_median']:.0f}% |")
+    w(f"| peak allocated, worst \\|err\\|, all / holdout / verify | {_pct(b['all']['mem_worst'], False)} / "
+      f"{_pct(b['holdout']['mem_worst'], False)} / {_pct(b['verify']['mem_worst'], False)} | "
+      f"{_pct(st['mem_worst'], False)} / {_pct(ho['mem_worst'], False)} / {_pct(ver['memory_worst'][0], False)} | "
+      f"<= {100 * GOALS['memory_worst']:.0f}% |")
+    w(f"| most under-predicted run near capacity (or OOM predicted to fit) | {_pct(b['all']['near_under'])} | "
+      f"{_pct(near)} | >= -{100 * GOALS['near_capacity_under']:.0f}% |")
+    w(f"| step time, median \\|err\\|, all / holdout / verify | {_pct(b['all']['time_median'], False)} / "
+      f"{_pct(b['holdout']['time_median'], False)} / {_pct(b['verify']['time_median'], False)} | "
+      f"{_pct(st['time_median'], False)} / {_pct(ho['time_median'], False)} / {_pct(ver['time_median'][0], False)} "
+      f"| <= {100 * GOALS['time_median']:.0f}% |")
+    w(f"| step time, worst \\|err\\|, all / holdout / verify | {_pct(b['all']['time_worst'], False)} / "
+      f"{_pct(b['holdout']['time_worst'], False)} / {_pct(b['verify']['time_worst'], False)} | "
+      f"{_pct(st['time_worst'], False)} / {_pct(ho['time_worst'], False)} / {_pct(ver['time_worst'][0], False)} | "
+      f"<= {100 * GOALS['time_worst']:.0f}% |")
+    w(f"| leave one family out: peak median / worst, step median / worst | {_pct(b['lofo']['mem_median'], False)} / "
+      f"{_pct(b['lofo']['mem_worst'], False)}, {_pct(b['lofo']['time_median'], False)} / "
+      f"{_pct(b['lofo']['time_worst'], False)} | {_pct(_median([abs(x) for x in l_mem]), False)} / "
+      f"{_pct(max(map(abs, l_mem)), False)}, {_pct(_median([abs(x) for x in l_step]), False)} / "
+      f"{_pct(max(map(abs, l_step)), False)} | |")
+    w(f"| near-capacity under-prediction u at the {100 * UNDER_QUANTILE:.0f}th percentile (the planner's margin "
+      f"u / (1 + u)) | {_pct(b['margin_u'])} | {_pct(d['quantile'])} ({_pct(d['margin'], False)}) | covered |")
+    w("")
+
+
+def _plan_quality_section(w) -> None:
+    from bench import plan_quality as PQ
+
+    summary = PQ.summarize(PQ.load_records(PQ.RESULTS))
+    w("## Plan quality, measured")
+    w("")
+    w(f"From `{PQ.DOC}` (`python -m bench.plan_quality report`, the records in "
+      + ", ".join(f"`{p}`" for p in PQ.RESULTS) + "): for each workload the planner's pick on one H200 and at least "
+      f"five neighbours of its candidate space, each measured; goal: the pick at least {100 * PQ.GOAL:.0f} % of the "
+      "best measured tokens/s. Those rows are also benchmark rows of the tables here (names starting with \"pq-\").")
+    w("")
+    for line in PQ.summary_table(summary):
+        w(line)
+    w("")
+
+
+def _verify_1201_section(w, verify: list[Evaluated]) -> None:
+    w("## Bundles run by `trl-advisor verify` on 2026-12-01")
+    w("")
+    w("From " + ", ".join(f"`{p}`" for p in VERIFY_1201) + ": bundles written by `trl-advisor generate` (the "
+      "planner's pick unless the case pins a knob) and run by `trl-advisor verify --random-init --synthetic-data` "
+      "on one H200 (transformers 5.17.0). None of them was used to fit a constant or to derive a term; they are "
+      "counted in the near-capacity margin above. The plan is the one verify read back from the bundle's files; "
+      "\"now\" is the model in this commit. Errors are predicted / measured - 1. A case skipped by the budget in "
+      "one file and run in a later one counts once.")
+    w("")
+    w("| case | plan | peak measured | predicted now (err) | reserved measured | predicted now | step s measured "
+      "(tokens per step / tokens/s) | predicted now (err) |")
+    w("|---|---|---|---|---|---|---|---|")
+    for e in verify:
+        if e.run.status != "ok":
+            continue
+        w(f"| {e.run.name} | {config_summary(e.run.knobs)} | {_gib(e.run.peak_allocated)} | {_gib(e.pred_allocated)} "
+          f"({_pct(e.err_allocated)}) | {_gib(e.run.peak_reserved)} | {_gib(e.pred_reserved)} | "
+          f"{_secs(e.run.step_seconds)} | {_secs(e.pred_step)} ({_pct(e.err_step)}) |")
+    w("")
+    oom = [e for e in verify if e.run.status != "ok"]
+    if oom:
+        w("Cases that did not train (out of memory; the peak verify recorded is before the failure, not the demand): "
+          + "; ".join(f"{e.run.name} ({config_summary(e.run.knobs)}): predicted {_gib(e.pred_allocated)} GiB "
+                      f"allocated, {'predicted to fit' if e.fits else 'predicted not to fit'}" for e in oom) + ".")
+        w("")
+
+
 def _stats_cells(errs: list[float] | None) -> str:
     if not errs:
         return "n/a | n/a | n/a"
@@ -657,8 +859,35 @@ def _stats_cells(errs: list[float] | None) -> str:
             f"{_pct(min(errs))}")
 
 
-def _lofo_section(w, rows: list[Evaluated]) -> None:
-    lofo = leave_one_family_out(rows)
+def _splits_table(w, rows: list[Evaluated], lofo: list[dict[str, Any]], verify: list[Evaluated]) -> None:
+    """Peak allocated and step time, side by side: the hash splits, every family left out of the speed fit in turn
+    (each run predicted by the constants refitted without its family), and the bundles verify ran."""
+    w("The same errors side by side with the leave-one-family-out figures (each run predicted with the speed "
+      "constants refitted without its own family; below) and the bundles `trl-advisor verify` ran on 2026-12-01 "
+      "(below): median and worst \\|predicted / measured - 1\\|, worst with its sign.")
+    w("")
+    w("| split | runs | peak allocated: median \\|err\\| | worst | step time: median \\|err\\| | worst |")
+    w("|---|---|---|---|---|---|")
+
+    def line(label: str, mem: list[float], step: list[float], n: int) -> None:
+        w(f"| {label} | {n} | {_pct(_median([abs(x) for x in mem]), False)} | "
+          f"{_pct(max(mem, key=abs) if mem else None)} | {_pct(_median([abs(x) for x in step]), False)} | "
+          f"{_pct(max(step, key=abs) if step else None)} |")
+
+    for split in SPLITS:
+        ok = [e for e in rows if in_split(e, split) and e.run.status == "ok"]
+        line(split, [e.err_allocated for e in ok], [e.err_step for e in ok if e.err_step is not None], len(ok))
+    mem = [x for f in lofo for x in f["mem"]]
+    step = [x for f in lofo for x in (f["step_lofo"] if f["step_lofo"] is not None else f["step_as_fitted"])]
+    line("leave one family out", mem, step, len(mem))
+    ok = [e for e in verify if e.run.status == "ok"]
+    line("verify, 2026-12-01", [e.err_allocated for e in ok], [e.err_step for e in ok if e.err_step is not None],
+         len(ok))
+    w("")
+
+
+def _lofo_section(w, rows: list[Evaluated], lofo: list[dict[str, Any]] | None = None) -> None:
+    lofo = leave_one_family_out(rows) if lofo is None else lofo
     w("## Leave one family out")
     w("")
     w("Each model family (the model's `model_type`) in turn left out of the fit: the speed constants (`"
@@ -681,8 +910,8 @@ def _lofo_section(w, rows: list[Evaluated]) -> None:
     w("")
 
 
-def _near_plan_section(w, rows: list[Evaluated]) -> None:
-    d = near_plan_distribution(rows)
+def _near_plan_section(w, rows: list[Evaluated], verify: list[Evaluated] | None = None) -> None:
+    d = near_plan_distribution(rows, verify)
     w("## Near capacity: the under-prediction the planner's margin comes from")
     w("")
     w(f"Runs predicted within {100 * NEAR_PLAN_FRACTION:.0f} % of the usable memory (predicted peak reserved at least "
@@ -691,7 +920,8 @@ def _near_plan_section(w, rows: list[Evaluated]) -> None:
       "planner compares with its limit. A plan predicted at R survives if R (1 + u) stays within the usable memory, "
       "so covering under-predictions up to u means keeping u / (1 + u) of the usable memory free. Reported: the "
       f"{100 * UNDER_QUANTILE:.0f}th percentile of u on peak reserved, by nearest rank (with fewer than "
-      f"{round(1 / (1 - UNDER_QUANTILE))} runs, the largest).")
+      f"{round(1 / (1 - UNDER_QUANTILE))} runs, the largest). The runs are the benchmark rows of every split and the "
+      "bundles verify ran on 2026-12-01 (split \"verify\").")
     w("")
     u_r, u_a = d["u_reserved"], d["u_allocated"]
     if not u_r:
@@ -706,10 +936,16 @@ def _near_plan_section(w, rows: list[Evaluated]) -> None:
           f"{_pct(max(u_a))} |")
         w("")
         usable = d["usable"] or 0
+        u_cal = MC.NEAR_CAPACITY_UNDER_PREDICTION
         w(f"Margin implied: {_pct(margin, False)} of the usable memory ({margin * usable / GIB:.1f} GiB of the "
           f"{usable / GIB:.1f} GiB usable on an H200) for plans predicted within {100 * NEAR_PLAN_FRACTION:.0f} % of "
-          "it; the planner keeps `PLANNER_HEADROOM_FRACTION` = "
-          f"{_pct(MC.PLANNER_HEADROOM_FRACTION, False)} of the capacity today (advisor/model/calibration.py).")
+          f"it. The planner takes it from here: `NEAR_CAPACITY_UNDER_PREDICTION` = {_pct(u_cal, False)} (this "
+          f"{100 * UNDER_QUANTILE:.0f}th percentile, rounded up to 0.1 %) and `PLANNER_HEADROOM_FRACTION` = u / (1 + u) "
+          f"= {_pct(MC.PLANNER_HEADROOM_FRACTION, False)} (advisor/model/calibration.py), which its limit "
+          "(advisor.search.planner.planner_limit_bytes) keeps free of the whole capacity, a little more than u / "
+          "(1 + u) of the usable memory. A candidate far from the limit never meets it: only plans predicted within "
+          "that much of the usable memory are held back, all of them inside the 15 % band. "
+          "`tests/model/test_accuracy.py` fails when the constant no longer covers this percentile.")
     w("")
     w("| run | split | configuration | predicted reserved (% of usable) | measured reserved | u reserved | "
       "u allocated |")
@@ -764,6 +1000,25 @@ def render_markdown(report: Report) -> str:
     for key, label, signed in labels:
         w(f"| {label} | " + " | ".join(_target_cell(*tg[s][key], signed=signed) for s in SPLITS) + " |")
     w("")
+    w("Issue 14's goals, on the same splits and on the bundles verify ran on 2026-12-01 (never used to fit or to "
+      "derive a term). Near capacity here: runs that reached 90 % of the GPU or were predicted within 15 % of the "
+      "usable memory, and the OOM runs (demand lower bound); the step-time ratio is the tokens/s ratio inverted.")
+    w("")
+    w("| goal | fit | holdout | all | verify, 2026-12-01 |")
+    w("|---|---|---|---|---|")
+    groups = [[e for e in rows if in_split(e, sp)] for sp in SPLITS] + [report.verify_rows]
+    gl = [goals(g) for g in groups]
+    goal_labels = (
+        ("memory_median", f"peak allocated: median \\|error\\| <= {100 * GOALS['memory_median']:.0f}%", False),
+        ("memory_worst", f"peak allocated: worst \\|error\\| <= {100 * GOALS['memory_worst']:.0f}%", False),
+        ("near_capacity_under", f"near capacity: no under-prediction worse than "
+                                f"{100 * GOALS['near_capacity_under']:.0f}% (worst signed error shown)", True),
+        ("time_median", f"step time: median \\|error\\| <= {100 * GOALS['time_median']:.0f}%", False),
+        ("time_worst", f"step time: worst \\|error\\| <= {100 * GOALS['time_worst']:.0f}%", False),
+    )
+    for key, label, signed in goal_labels:
+        w(f"| {label} | " + " | ".join(_target_cell(*g[key], signed=signed) for g in gl) + " |")
+    w("")
     n_near_ok = stats["all"]["n_near_ok"]
     w(f"Near capacity: {n_near_ok} ok run(s) reached {100 * NEAR_CAPACITY:.0f}% of the GPU "
       f"({NEAR_CAPACITY * (rows[0].run.torch_total or 0) / GIB:.1f} GiB reserved of "
@@ -789,8 +1044,11 @@ def render_markdown(report: Report) -> str:
           f"{_pct(st['ds_median'], False)} / {_pct(st['ds_worst'], False)} ({st['ds_n']}) | "
           f"{_pct(st['time_median'], False)} / {_pct(st['time_worst'], False)} ({st['time_worst_row']}) |")
     w("")
-    _lofo_section(w, rows)
-    _near_plan_section(w, rows)
+    lofo = leave_one_family_out(rows)
+    _splits_table(w, rows, lofo, report.verify_rows)
+    _lofo_section(w, rows, lofo)
+    _near_plan_section(w, rows, report.verify_rows)
+    _plan_quality_section(w)
     st = stats["all"]
     w(f"Fit / no-fit verdicts: {st['fits_ok']} of {st['n']} ok runs predicted to fit; {st['fits_oom']} of "
       f"{st['n_oom']} OOM runs predicted not to fit. accelerate under-predicts {st['acc_under']} of {st['acc_n']} "
@@ -843,10 +1101,11 @@ def render_markdown(report: Report) -> str:
     # --- constants
     w("## Fitted constants")
     w("")
-    w("The few constants declared FITTED in `advisor/model/calibration.py` and `advisor/model/speed.py`, fitted on the fit split only "
-      "(one value per constant for every run; no per-run terms), of the first file: the second file's rows left "
-      "them as they were (its corrections are terms read from DeepSpeed's and accelerate's source, not fitted "
-      "values). Each constant's docstring has the evidence. To "
+    w("The few constants declared FITTED in `advisor/model/calibration.py` and `advisor/model/speed.py`, fitted on "
+      "the fit split only (one value per constant for every run; no per-run terms). The memory constants were fitted "
+      "on the first file; the later files' rows left them as they were (their corrections are terms read from the "
+      "libraries' source, not fitted values). The speed constants were refitted jointly on the fit rows of every "
+      "file (issue 14), except BNB_MATMUL_SECONDS (its note says why). Each constant's docstring has the evidence. To "
       "check the speed fit is at its optimum: `python tests/model/calibrate.py "
       + " ".join(RESULTS) + f" {SPOT} --split fit --coordinate "
       + ",".join(n for mod, n, *_ in FITTED if mod is S) + "`.")
@@ -883,6 +1142,26 @@ def render_markdown(report: Report) -> str:
     w("")
     w("Known gaps, by family:")
     w("")
+    w("- Speed of the families added for issue 14 is predicted 12-24 % too fast without a refit changing it (left-out "
+      "and as-fitted errors are the same: Gemma 2/3, Phi-3, Mixtral and Qwen3-MoE at reduced depth); their memory is "
+      "within 3 %. What is counted for them (their norms, q/k norms and MoE routing kernels, masked SDPA's full score "
+      "matrix and bias reads, the experts' skinny grouped GEMMs) does not close it; the memory-efficient SDPA "
+      "kernel's own speed and the eager attention of Gemma 2 are not measured apart.")
+    w("- DeepSpeed's step time scatters in both directions (ZeRO-3 0.5B with checkpointing -27 %, ZeRO-3 + offload "
+      "360M -36 %, the verify bundle ZeRO-3 0.5B +20 %): the per-tensor hook costs are added to the GPU time, while "
+      "on a GPU-bound step they overlap it. The part2 file's DeepSpeed rows are also the only transformers 5.24 rows "
+      "(the rest ran 5.17), so the data cannot show a term for the transformers version: none is added.")
+    w("- GRPO/RLOO generation without vLLM is CPU-bound (a decode step is launches, not bandwidth): the decode cost "
+      "per kernel and the generation round's fixed cost are fitted; the 1.5B and 3B rows decode slower per kernel "
+      "than the 0.5B ones (-17 % and -12 %) and the verify bundle (no min_new_tokens, 64 completions) faster (+23 %).")
+    w("- Peak reserved of ZeRO runs is under-predicted by 10-25 % on small models: the step's flat fp32/16-bit "
+      "buffers come from new allocator segments, not from the activations' freed blocks. The allocator frees its "
+      "cache before it fails, and near capacity the ZeRO rows measured reserved within +1.1 %, so this is not an OOM "
+      "risk; it is left unmodelled.")
+    w("- Phi-3-mini without checkpointing at 98 % of the usable memory is under-predicted by 3.1 % (it was -8.2 %): "
+      "about 6 kB per token and layer that no tensor read from the code accounts for (SDPA with a materialized mask "
+      "on the memory-efficient kernel). The planner's margin covers it: it is the largest u of the near-capacity "
+      "table.")
     w("- Checkpointed runs of the 0.5B model at 2k tokens or fewer per micro-batch are predicted too slow: they are "
       "bound by the CPU, and the per-layer cost of checkpointing (`CKPT_LAYER_SECONDS`) is one constant, while the "
       "measurements show it growing with the micro-batch.")
@@ -902,6 +1181,7 @@ def render_markdown(report: Report) -> str:
       "5.8 % after).")
     w("- The benchmark rows use one GPU and no vLLM. Multi-GPU plans are checked by the bundles below.")
     w("")
+    _issue14_section(w, report)
 
     # --- baselines
     w("## Baselines")
@@ -932,7 +1212,10 @@ def render_markdown(report: Report) -> str:
     w(f"- Benchmark rows: `{report.command}` (bench/README.md; the time budget is the one the skipped rows record). "
       "The runs' exact TRL arguments are in each record's `resolved` field (LoRA r16, alpha 32, dropout 0.05, "
       "all-linear; AdamW states in the model's dtype). The second file's rows ran on a 2 x H200 machine, one row per "
-      "GPU at a time in two lanes: `bash bench/gpu_checks.sh OUT_DIR`.")
+      "GPU at a time in two lanes: `bash bench/gpu_checks.sh OUT_DIR`. The 2026-12-01 files (issue 14's rows: "
+      "`bench/matrix.py` `_family_rows`, and the plan-quality rows of `python -m bench.plan_quality rows`) ran on "
+      "one H200 with `bash bench/calibration_run.sh OUT_DIR SECONDS`, in parts whose budget skipped the rest; "
+      "each later part measures what an earlier one skipped.")
     w(f"- Spot rows (SFT, qwen2.5-0.5b / 1.5b, same GPU and stack per tests/model/test_measured.py): "
       f"`{report.spot_command}`. Left out: " + (", ".join(report.excluded_spot) or "none")
       + " (reentrant checkpointing is not a plan knob).")
@@ -944,12 +1227,17 @@ def render_markdown(report: Report) -> str:
     for name, split, status, reason in report.not_measured:
         w(f"| {name} | {split} | {status} | {reason.replace('|', '/')} |")
     w("")
+    w("The two 2026-12-01 rows above were skipped by every part's budget (the GRPO row with 16 completions and "
+      "checkpointing at micro-batch 64): checkpointing at large micro-batches is measured by the plan-quality rows "
+      "instead (Llama-3.2-1B, 16 x 4096 tokens, with and without Liger).")
+    w("")
     w("In the first file the DeepSpeed rows failed before training: DeepSpeed 0.19.8's op builder could not parse "
       "TORCH_CUDA_ARCH_LIST=\"9.0a\" (set by the machine's image) while JIT-building FusedAdam "
       "(deepspeed/ops/op_builder/builder.py compute_capability_args; rule DS012). The second file measures them "
       "again with the suffix stripped; the last record of a name counts.")
     w("")
     _verify_section(w)
+    _verify_1201_section(w, report.verify_rows)
     return "\n".join(out)
 
 

@@ -1,4 +1,4 @@
-"""How fast `trl-advisor generate` answers, next to a bare interpreter.
+"""How fast `trl-advisor generate` and `recommend` answer, next to a bare interpreter.
 
     python -m bench.cli_speed [--runs 5] [--json FILE]
 
@@ -26,6 +26,14 @@ COMMANDS = {
 }
 BUDGET_SECONDS = 0.300
 """The target: `generate` answers within 300 ms of a bare `python -c pass`."""
+RECOMMEND_COMMANDS = {
+    "recommend 8B SFT, 1B tokens, <= 16 GPUs": ["--model", "8B", "--trainer", "sft", "--tokens", "1000000000",
+                                                "--max-gpus", "16"],
+    "recommend Qwen3-8B GRPO, 500 steps, <= 16 GPUs": ["--model", "qwen3-8b", "--trainer", "grpo", "--steps", "500",
+                                                       "--max-gpus", "16"],
+}
+RECOMMEND_BUDGET_SECONDS = 2.0
+"""The target for `recommend` (issue: the 8B SFT example answers in under 2 s), wall time of the whole command."""
 
 
 def _wall(cmd: list[str]) -> float:
@@ -49,6 +57,14 @@ def measure(runs: int) -> dict:
             out["commands"][label] = {"generate_seconds": round(mo, 4), "bare_python_seconds": round(mb, 4),
                                       "over_bare_seconds": round(mo - mb, 4), "within_budget": mo - mb <= BUDGET_SECONDS,
                                       "runs_seconds": [round(x, 4) for x in ours]}
+        out["recommend_budget_seconds"] = RECOMMEND_BUDGET_SECONDS
+        for label, args in RECOMMEND_COMMANDS.items():
+            cmd = [sys.executable, "-m", "advisor", "recommend", *args]
+            _wall(cmd)
+            walls = sorted(_wall(cmd) for _ in range(runs))
+            med = statistics.median(walls)
+            out["commands"][label] = {"wall_seconds": round(med, 4), "within_budget": med <= RECOMMEND_BUDGET_SECONDS,
+                                      "runs_seconds": [round(x, 4) for x in walls]}
     return out
 
 
@@ -59,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = measure(args.runs)
     for label, r in result["commands"].items():
+        if "wall_seconds" in r:
+            sys.stdout.write(f"{label:<48} {r['wall_seconds']:.2f} s  ({'within' if r['within_budget'] else 'OVER'} "
+                             f"{RECOMMEND_BUDGET_SECONDS:.0f} s)\n")
+            continue
         sys.stdout.write(f"{label:<28} generate {r['generate_seconds'] * 1e3:6.0f} ms   python -c pass "
                          f"{r['bare_python_seconds'] * 1e3:4.0f} ms   over bare {r['over_bare_seconds'] * 1e3:5.0f} ms"
                          f"  ({'within' if r['within_budget'] else 'OVER'} {BUDGET_SECONDS * 1e3:.0f} ms)\n")

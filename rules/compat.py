@@ -6,6 +6,7 @@ from __future__ import annotations
 from rules import vercmp
 from rules.common import NO_FILES, truthy, uses_hf_kernels, uses_use_kernels
 from rules.datafiles import load_toml
+from rules.environments import vllm_requires, vllm_window  # noqa: F401  (the compatibility data's readers)
 from rules.model import Context, Result, fail, na, ok
 from rules.registry import rule
 
@@ -37,33 +38,6 @@ def liger_model_types() -> frozenset[str]:
 
 def unsloth_requires() -> dict[str, str]:
     return dict(load_toml("compat.toml")["unsloth"]["requires"])
-
-
-def vllm_window(trl_version: str | None) -> str | None:
-    """The vLLM specifier the given TRL supports (by major.minor), None when not recorded."""
-    if not trl_version:
-        return None
-    try:
-        release = vercmp.parse(trl_version)[0]
-    except vercmp.VersionError:
-        return None
-    key = ".".join(str(x) for x in (release + (0,))[:2])
-    return load_toml("compat.toml")["vllm"]["window"].get(key)
-
-
-def vllm_requires(vllm_version: str | None) -> dict[str, str] | None:
-    """package -> specifier that the given vLLM release requires of the environment it shares with training
-    (transformers, torch; compat.toml [vllm.requires]); None when that release is not recorded."""
-    if not vllm_version:
-        return None
-    table = load_toml("compat.toml")["vllm"].get("requires", {})
-    for release, requires in table.items():
-        try:
-            if vercmp.compare(vllm_version, release) == 0:
-                return dict(requires)
-        except vercmp.VersionError:
-            return None
-    return None
 
 
 @rule(id="CMP001", name="deepspeed-fsdp-exclusive", severity="error", seed="DS-01",

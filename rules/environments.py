@@ -13,8 +13,35 @@ the same tables (rules.model.default_versions). Three environments exist:
 
 from __future__ import annotations
 
-from rules.compat import vllm_requires, vllm_window
+from rules import vercmp
 from rules.datafiles import load_toml
+
+
+def vllm_window(trl_version: str | None) -> str | None:
+    """The vLLM specifier the given TRL supports (by major.minor), None when not recorded."""
+    if not trl_version:
+        return None
+    try:
+        release = vercmp.parse(trl_version)[0]
+    except vercmp.VersionError:
+        return None
+    key = ".".join(str(x) for x in (release + (0,))[:2])
+    return load_toml("compat.toml")["vllm"]["window"].get(key)
+
+
+def vllm_requires(vllm_version: str | None) -> dict[str, str] | None:
+    """package -> specifier that the given vLLM release requires of the environment it shares with training
+    (transformers, torch; compat.toml [vllm.requires]); None when that release is not recorded."""
+    if not vllm_version:
+        return None
+    table = load_toml("compat.toml")["vllm"].get("requires", {})
+    for release, requires in table.items():
+        try:
+            if vercmp.compare(vllm_version, release) == 0:
+                return dict(requires)
+        except vercmp.VersionError:
+            return None
+    return None
 
 
 def _uses_vllm(plan) -> bool:

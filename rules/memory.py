@@ -120,7 +120,9 @@ def fits_per_gpu(ctx: Context) -> Result:
 @rule(id="MEM002", name="low-memory-headroom", severity="warning",
       reads=("memory.headroom_bytes", "memory.capacity_bytes", "memory.fits"))
 def low_headroom(ctx: Context) -> Result:
-    """The plan fits, but with less than 5% of the GPU's usable memory to spare (the headroom the planner keeps).
+    """The plan fits, but with less of the GPU's usable memory to spare than the headroom the planner keeps (4.1 %:
+    advisor.model.calibration.PLANNER_HEADROOM_FRACTION, from the 95th percentile of the under-predictions measured
+    near capacity, docs/accuracy.md).
 
     ## Why
     Estimates carry error (allocator fragmentation, a longer batch than planned, CUDA graph pools, a library
@@ -309,9 +311,9 @@ def fsdp2_fp32_master_weights(ctx: Context) -> Result:
     (`fsdp2_prepare_model`: "FSDP upcast of low precision parameters to fp32"), which TRL's `bf16=True` default
     turns on. Weights, gradients and AdamW states are then fp32: 16 bytes per trained parameter over the ranks,
     twice what a bf16 model trained without FSDP holds. On 2 x H200 a DPO Llama-3.1-8B FSDP2 plan estimated without
-    this ran out of memory. With it, the one FSDP2 run measured still peaked 17 % of the GPU above the estimate
-    (133 GiB against 110 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more
-    headroom (advisor.model.memory.FSDP2_UNEXPLAINED_MARGIN_FRACTION).
+    this ran out of memory. With it, the one FSDP2 run measured still peaked 18 % of the GPU above the current
+    estimate (133 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more
+    headroom (advisor.model.calibration.FSDP2_UNEXPLAINED_MARGIN_FRACTION, 0.181).
 
     ## Fix
     Nothing to change: the estimate counts it. For smaller states, train LoRA (adapters only), or compare the

@@ -27,10 +27,14 @@ def local_tokens(plan: Plan) -> int:
 
 def logit_tokens(plan: Plan) -> int:
     """Tokens the LM head scores per micro-batch. TRL's fused head projects only positions whose label is not -100
-    (``hidden_states[mask]``): GRPO/RLOO score only the completion (labels[:, :-logits_to_keep] = -100); SFT/DPO/KTO
-    are counted as all tokens (completion-only loss on prompt/completion data would score fewer)."""
+    (``hidden_states[mask]``): GRPO/RLOO score only the completion (labels[:, :-logits_to_keep] = -100); DPO and KTO
+    score the completion of each sequence (dpo_trainer.py / kto_trainer.py pass labels masked to the completion),
+    units.PREFERENCE_COMPLETION_FRACTION of it; SFT on plain text scores every token (completion-only loss on
+    prompt/completion data would score fewer)."""
     if plan.trainer in ("grpo", "rloo"):
         return max(1, plan.micro_batch * plan.max_completion_len // max(1, plan.sp_size, plan.cp_size))
+    if plan.trainer in ("dpo", "kto"):
+        return max(1, int(local_tokens(plan) * units.PREFERENCE_COMPLETION_FRACTION))
     return local_tokens(plan)
 
 
@@ -38,13 +42,47 @@ def _eager(plan: Plan) -> bool:
     return plan.attn == "eager"
 
 
-def norm_saved_bytes(t: int, h: int, pr: Precision, *, weight_trainable: bool, liger: bool) -> int:
-    """One RMSNorm (LlamaRMSNorm / Qwen2RMSNorm): `x.to(float32)` (4 B, saved by pow and mul), the normalized tensor
-    cast back (res B, saved by `weight * x` only when the weight trains), and the output (act B, saved by the next
-    Linear; counted with the linear inputs). Liger's LigerRMSNorm saves X (res B) and an fp32 rstd per row instead."""
+COPYING_ATTN = ("eager", "flex_attention")
+"""Attention implementations whose output o_proj reads through a copy (see linear_inputs_saved_bytes)."""
+
+
+def sdpa_masked_fraction(d: Dims, plan: Plan) -> float:
+    """Fraction of the layers where SDPA gets a materialized mask: sliding-window layers whose window the sequence
+    reaches. transformers' sdpa_mask skips the mask (is_causal instead) only when kv_length < the window
+    (masking_utils _ignore_causal_mask_sdpa; no padding: the benchmark's and the bundles' fixed-length data), so a
+    sliding layer at seq_len >= window gets a [rows, 1, s, s] bool mask. Only plain "sdpa" is affected: FlashAttention
+    takes the window as a parameter, eager always has its mask (counted once, shared)."""
+    if plan.attn != "sdpa" or not d.sliding_fraction:
+        return 0.0
+    window = d.model.sliding_window or 0
+    return d.sliding_fraction if plan.seq_len >= window else 0.0
+
+
+def norm_saved_bytes(t: int, h: int, pr: Precision, *, weight_trainable: bool, liger: bool, gemma: bool = False,
+                     in_bytes: int | None = None, rows: int | None = None) -> int:
+    """One RMSNorm over `h` elements of `t` rows (LlamaRMSNorm / Qwen2RMSNorm): `x.to(float32)` (4 B, saved by pow and
+    mul), the normalized tensor cast back (res B, saved by `weight * x` only when the weight trains), and the output
+    (act B, saved by the next Linear; counted with the linear inputs). Gemma's norm (`gemma`) multiplies by
+    `1 + weight.float()` before the cast, so a trained weight saves the fp32 normalized tensor (4 B). Liger's
+    LigerRMSNorm saves X (its input: `in_bytes`, the residual stream's res B by default) and an fp32 rstd per row.
+    `rows` is the number of normalized rows (one per token; per token and head for Qwen3/Gemma3's q/k norms)."""
+    rows = t if rows is None else rows
     if liger:
-        return t * h * pr.res + FP32 * t
-    return t * h * (FP32 + (pr.res if weight_trainable else 0)) + FP32 * t
+        return t * h * (pr.res if in_bytes is None else in_bytes) + FP32 * rows
+    kept = (FP32 if gemma else pr.res) if weight_trainable else 0
+    return t * h * (FP32 + kept) + FP32 * rows
+
+
+def qk_norm_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int:
+    """Qwen3 / Gemma3 normalize q and k per head (`self.q_norm(self.q_proj(x).view(..., head_dim))`, the same RMSNorm
+    class over head_dim): the saved set of one RMSNorm over q + kv elements per token, one row per head. Its input is
+    the projection's output (act B); Liger's rms_norm patch replaces these norms too. Measured (bench/results h200
+    2026-12-01, Qwen3-0.6B LoRA without checkpointing, s2048 x b8): 37.0 GiB allocated, 31.8 predicted without them;
+    these 4 B x (q + kv) x 28 layers are 5.25 GiB."""
+    if not d.qk_norm:
+        return 0
+    return norm_saved_bytes(t, d.q + d.kv, pr, weight_trainable=plan.method == "full", liger=plan.liger,
+                            gemma=d.gemma_norm, in_bytes=pr.act, rows=t * (d.heads + d.kv // max(1, d.head_dim)))
 
 
 def lora_dropout_active(plan: Plan) -> bool:
@@ -55,8 +93,14 @@ def lora_dropout_active(plan: Plan) -> bool:
 def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int:
     """Inputs of a layer's Linears kept for their weight gradients.
 
-    Full FT: the two norm outputs (each shared by q/k/v or gate/up), the attention output (SDPA: transpose +
-    .contiguous() in LlamaAttention makes a copy for o_proj; FA2's output is reused), and the gated product (down).
+    Full FT: the two norm outputs (each shared by q/k/v or gate/up), the attention output, and the gated product
+    (down). The attention output is o_proj's input and a copy of its own only for eager attention (matmul writes
+    [b, heads, s, d], and `attn_output.transpose(1, 2).contiguous()` copies it). PyTorch's SDPA flash and
+    memory-efficient kernels run on [b, s, heads, d] (aten/src/ATen/native/transformers/cuda/attention.cu:
+    `query.transpose(1, 2)` in, `attention.transpose(1, 2)` out), so the transpose back is already contiguous and
+    o_proj's input is the tensor SDPA saves (counted there); FlashAttention-2/3 return [b, s, heads, d] directly.
+    Measured (bench/results h200 2026-12-01, Llama-3.2-1B full, s4096 x b16 without checkpointing): 116.6 GiB,
+    121.9 predicted with the copy, 116.5 without it (and with the backward workspace below).
     LoRA (PEFT 0.21 lora.Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
     `lora_B(lora_A(dropout(x)))`): the frozen base Linear saves nothing (no weight grad); lora_A saves its input, which
     is a tensor of its own per adapted Linear (q, k and v each make one from the same x) whenever dropout is on
@@ -64,7 +108,7 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
     fp32 input down to bf16 (autocast caches casts of weights, not of activations); otherwise it is x itself,
     shared. lora_A's output [t, r] is saved by lora_B for each adapted Linear."""
     h, q, i_w = d.h, d.q, d.I if not d.moe else 0
-    sdpa_copy = 0 if "flash" in plan.attn else 1
+    sdpa_copy = 1 if plan.attn in COPYING_ATTN else 0
     if plan.method == "full":
         return t * pr.act * (2 * h + sdpa_copy * q + i_w)
     compute = FP32 if pr.act == FP32 else HALF  # the adapter GEMM's dtype (autocast / DeepSpeed / FSDP2: 16-bit)
@@ -83,17 +127,33 @@ def attention_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     and an fp32 logsumexp per head and token: no [s, s] scores. GQA stays unexpanded when no padding mask is passed
     (transformers integrations/sdpa_attention.py use_gqa_in_sdpa). Eager (eager_attention_forward) saves q, the
     repeat_kv-expanded k and v, the fp32 softmax output (softmax(dtype=float32)) and its bf16 cast: 4 + 2 bytes per
-    score vs Korthikanti's 5 (2 scores + 2 softmax + 1 dropout mask; no dropout here). Ulysses SP splits heads, ring
-    CP splits the query sequence."""
+    score vs Korthikanti's 5 (2 scores + 2 softmax + 1 dropout mask; no dropout here); Gemma 2's soft-capping adds
+    tanh's output (act B per score, saved by its backward). Ulysses SP splits heads, ring CP splits the query sequence.
+
+    SDPA on a masked layer (sdpa_masked_fraction): use_gqa_in_sdpa is False with a mask, so k and v are repeat_kv
+    copies at the query's head count; and torch's scaled_dot_product_attention converts the bool mask to a float one
+    in the query's dtype for every call (attention.cpp convert_boolean_attn_mask: zeros_like(mask, dtype) then
+    masked_fill_), which the memory-efficient kernel saves for its backward: rows x s x s x act per masked layer.
+
+    Fused q/k/v projections (Phi-3 qkv_proj) slice q, k and v out of one output: v is a view of it, so SDPA's saved v
+    keeps the whole [t, q + 2 kv] output alive (q and k are rotated into new tensors)."""
     t = local_tokens(plan)
     a = pr.act
+    rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
+    fused = t * a * (d.q + d.kv) if d.fused_qkv else 0
     if _eager(plan):
-        rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
         heads = d.heads // max(1, plan.sp_size)
         s = plan.seq_len
         scores = rows * heads * s * s // max(1, plan.cp_size)
-        return t * a * 3 * d.q + scores * (FP32 + a)
-    return t * a * (2 * d.q + 2 * d.kv) + t * FP32 * d.heads // max(1, plan.sp_size)
+        return t * a * 3 * d.q + scores * (FP32 + a + (a if d.attn_softcap else 0)) + fused
+    base = t * a * (2 * d.q + 2 * d.kv) + t * FP32 * d.heads // max(1, plan.sp_size) + fused
+    f = sdpa_masked_fraction(d, plan)
+    if f:
+        s = plan.seq_len
+        mask = rows * s * s * a // max(1, plan.cp_size)
+        expand = t * a * 2 * (d.q - d.kv) // max(1, plan.sp_size)
+        base += int(f * (mask + expand))
+    return base
 
 
 def mlp_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
@@ -120,56 +180,80 @@ def layer_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     t = local_tokens(plan)
     full = plan.method == "full"
     # Gemma 2/3 add post-attention / post-MLP norms (norms_per_layer 4): each saves the same kind of tensors
-    norms = d.norms * norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger)
-    return norms + linear_inputs_saved_bytes(d, t, pr, plan) + attention_saved_bytes(d, plan, pr) + \
-        mlp_saved_bytes(d, plan, pr)
+    norms = d.norms * norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger, gemma=d.gemma_norm)
+    return norms + qk_norm_saved_bytes(d, t, pr, plan) + linear_inputs_saved_bytes(d, t, pr, plan) + \
+        attention_saved_bytes(d, plan, pr) + mlp_saved_bytes(d, plan, pr)
 
 
 def layer_backward_workspace(d: Dims, plan: Plan, pr: Precision) -> int:
-    """Gradients in flight while one layer runs its backward: the incoming and outgoing residual grads (2 x res B) and
-    the larger of the MLP (grads of the product, of act/up and of gate: 3 x [t, I]) and attention (dq, dk, dv plus
-    FlashAttention's fp32 dq accumulator) working sets; eager adds the grad of the fp32 scores. fp32 adapters with bf16
-    activations also hold the fp32 grad of the widest cast input."""
+    """Memory a layer's backward adds to its own saved set at its peak, the MLP's backward for the usual shapes:
+    the incoming grad of the layer output (res B x h, shared by the residual and the MLP branch), then down_proj's
+    backward makes the grad of the product ([t, I]) and releases its saved input, the product itself, and the
+    product's backward (`act(gate) * up`) makes the grads of act and of up before releasing them: net 2 x [t, I] at
+    the mul's backward, beside the full saved set. LigerSiLUMulFunction's backward writes those two grads into the
+    saved gate and up buffers (liger_kernel/ops/swiglu.py _swiglu_backward_kernel stores da, db in place): net
+    1 x [t, I], at down_proj's backward. Attention's working set (dq, dk, dv plus FlashAttention's fp32 dq
+    accumulator; eager: the grads of the fp32 scores) comes after the MLP's saved tensors are gone and matters only
+    when it is larger. fp32 adapters with bf16 activations (PEFT's autocast_adapter_dtype) also hold the fp32 grad of
+    the widest cast input, and with lora_dropout on, the dropout's backward holds the fp32 grads of its output and of
+    its input together: two of them (measured, SFT LoRA r16 with checkpointing: Qwen2.5-1.5B s8192 x b4 and
+    Llama-3.1-8B s16384 x b2 were 6.9 % and 5.0 % low with one; DPO, whose config zeroes the dropout, fits with one).
+    Measured (bench/results 2026-12-01, Llama-3.2-1B full, s4096 x b16 with checkpointing): 20.4 GiB allocated at
+    the first recomputed layer; this workspace (2.25 GiB) and the final norm freed before it (activation_bytes) give
+    20.3 GiB, where 2 residual grads plus 3 x [t, I] gave 22.6 (+11 %)."""
     t = local_tokens(plan)
     a = pr.act
     width = d.I if not d.moe else d.experts_per_token * d.moe_I + d.shared_I
-    mlp = 3 * a * t * width
+    mlp = (1 if plan.liger else 2) * a * t * width
     attn = a * t * (d.q + 2 * d.kv) + FP32 * t * d.q
     if _eager(plan):
         rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
         attn += rows * (d.heads // max(1, plan.sp_size)) * plan.seq_len ** 2 // max(1, plan.cp_size) * (FP32 + a)
-    extra = FP32 * t * max(d.max_in, width) if (plan.method != "full" and pr.adapter != a) else 0
-    return 2 * pr.res * t * d.h + max(mlp, attn) + extra
+    extra = 0
+    if plan.method != "full" and pr.adapter != a:
+        extra = FP32 * t * max(d.max_in, width) * (2 if lora_dropout_active(plan) else 1)
+    return pr.res * t * d.h + max(mlp, attn) + extra
+
+
+def final_norm_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """The final RMSNorm's saved tensors: alive through the LM head's backward, released by the norm's own backward
+    before any decoder layer's backward starts."""
+    return norm_saved_bytes(local_tokens(plan), d.h, pr, weight_trainable=plan.method == "full", liger=plan.liger,
+                            gemma=d.gemma_norm)
 
 
 def activation_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
-    """(stack, transient): activations kept across the whole backward, and the largest per-layer transient.
+    """(stack, transient): activations kept across the whole backward, and what the layer backward that holds the
+    peak adds to them.
 
     No checkpointing: L x layer_saved_bytes; the transient is one layer's backward workspace.
     Gradient checkpointing (transformers GradientCheckpointingLayer around each decoder layer): only each layer's
     input is kept (res B x t x h per layer: Korthikanti's full-recompute 2sbh in bf16); during its backward a layer is
     recomputed, so one layer's full saved set plus its workspace is the transient. Unsloth's offloaded checkpointing
     moves the layer inputs to CPU. Both add the final norm, RoPE cos/sin (shared by all layers) and, for eager, the
-    [rows, 1, s, s] additive mask."""
+    [rows, 1, s, s] additive mask (Gemma 2/3 build one for the full and one for the sliding layers). The transient
+    is net of the final norm's saved set, released by its backward before the first decoder layer's (the stack
+    holds it for the LM head's backward, where memory.py adds the head's transient instead)."""
     t = local_tokens(plan)
     per_layer = layer_saved_bytes(d, plan, pr)
     work = layer_backward_workspace(d, plan, pr)
-    full = plan.method == "full"
-    shared = norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger) + 2 * t * d.head_dim * pr.act
+    final_norm = final_norm_saved_bytes(d, plan, pr)
+    shared = final_norm + 2 * t * d.head_dim * pr.act
     if _eager(plan):
         rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
-        shared += rows * plan.seq_len ** 2 * pr.act // max(1, plan.cp_size)
+        masks = 2 if 0 < d.sliding_fraction < 1 else 1
+        shared += masks * rows * plan.seq_len ** 2 * pr.act // max(1, plan.cp_size)
     if plan.grad_ckpt:
         # Unsloth's "unsloth" checkpointing copies each layer's input to pinned host memory on a side stream
         # (unsloth_zoo gradient_checkpointing.py UnslothCheckpointFunction); on the GPU stay the last layer's input
         # (never offloaded) and the staging buffers of one layer input each (two when the GPU has room: double
         # buffering), so three layer inputs in bf16
         inputs = 3 * t * d.h * HALF if plan.unsloth else d.L * t * d.h * pr.res
-        stack, transient = inputs + shared, per_layer + work
+        stack, transient = inputs + shared, per_layer + work - final_norm
     else:
-        stack, transient = d.L * per_layer + shared, work
+        stack, transient = d.L * per_layer + shared, work - final_norm
     f = calibration.ACTIVATION_FACTOR
-    return int(stack * f), int(transient * f)
+    return int(stack * f), int(max(0, transient) * f)
 
 
 def last_layer_backward_bytes(d: Dims, plan: Plan, pr: Precision) -> int:

@@ -17,7 +17,8 @@ class Dims:
     __slots__ = ("model", "P", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
                  "quantized", "max_linear", "max_in", "largest_module", "tensors", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
-                 "norms", "qkv_linears", "gate_up_linears", "_lora")
+                 "norms", "qkv_linears", "gate_up_linears", "qk_norm", "gemma_norm", "attn_softcap",
+                 "sliding_fraction", "fused_qkv", "_lora")
 
     def __init__(self, m: ModelSpec) -> None:
         self.model = m
@@ -46,6 +47,23 @@ class Dims:
         self.largest_module = max(self.embed, self.max_linear, experts)
         self.norms = m.norms_per_layer
         self.qkv_linears = 1 if m.fused_qkv else 3
+        self.fused_qkv = m.fused_qkv
+        self.qk_norm = m.qk_norm
+        # Gemma's RMSNorm computes `(x * rsqrt(...)) * (1.0 + weight.float())` in fp32 and casts the result
+        # (transformers models/gemma2, gemma3 Gemma*RMSNorm), so a trained weight's grad needs the fp32 normalized
+        # tensor; Llama-style norms cast to the input dtype first (`weight * x.to(input_dtype)`).
+        self.gemma_norm = m.model_type in GEMMA_NORM_TYPES
+        # Gemma 2 caps attention logits (Gemma2Config attn_logit_softcapping = 50.0: eager_attention_forward divides,
+        # takes tanh, multiplies); Gemma 3 has none (attn_logit_softcapping None).
+        self.attn_softcap = m.model_type in ATTN_SOFTCAP_TYPES
+        # Layers that attend through a sliding window: every layer ("sliding": Phi-3, Mistral v0.1), Gemma 2 every
+        # other layer, Gemma 3 five of six (catalogue note, models.toml; Gemma2/3Config layer_types).
+        if m.attention == "sliding" and m.sliding_window:
+            self.sliding_fraction = 1.0
+        elif m.attention == "sliding-mix" and m.sliding_window:
+            self.sliding_fraction = SLIDING_MIX_FRACTION.get(m.model_type, 0.5)
+        else:
+            self.sliding_fraction = 0.0
         self.gate_up_linears = 1 if m.fused_gate_up else 2
         per_layer = (self.qkv_linears + 1) + (3 if m.qkv_bias else 0) + (2 if m.qk_norm else 0) + m.norms_per_layer
         per_layer += (2 + 1 + (3 if m.shared_expert_intermediate else 0)) if m.is_moe else self.gate_up_linears + 1
@@ -69,6 +87,13 @@ class Dims:
             v = self._lora[r] = self.model.lora_params(r)
         return v
 
+
+GEMMA_NORM_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")
+"""model_types whose RMSNorm runs in fp32 up to the output cast (Gemma*RMSNorm: `output * (1.0 + weight.float())`)."""
+ATTN_SOFTCAP_TYPES = ("gemma2",)
+"""model_types whose eager attention soft-caps the scores (tanh, whose output its backward saves)."""
+SLIDING_MIX_FRACTION = {"gemma2": 0.5, "gemma3": 5 / 6, "gemma3_text": 5 / 6}
+"""Sliding-window layers per layer of a "sliding-mix" model (Gemma 2: alternating; Gemma 3: 5 local per global)."""
 
 _DIMS: dict[int, Dims] = {}
 

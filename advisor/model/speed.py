@@ -37,6 +37,18 @@ ops each (to fp32, pow, mean, add eps, rsqrt, mul, to bf16, mul weight), q/k/v/o
 slice-neg-cat, mul, add: ~5 each), SDPA, the transpose copy, two residual adds, gate, up, SiLU, mul, down."""
 KERNELS_BWD_PER_LAYER = 70
 """... and in its backward (about 1.75x: two GEMMs per Linear, elementwise grads of norm, RoPE and SiLU)."""
+NORM_KERNELS = (8, 14)
+"""Kernels of one eager RMSNorm, forward and backward (the 8 ops counted in KERNELS_FWD_PER_LAYER, and 1.75x in the
+backward): what each norm beyond Llama's two adds to a layer, Gemma's post-attention / post-MLP norms and Qwen3 /
+Gemma3's per-head q and k norms (counted once each: one call normalizes every head)."""
+LIGER_NORM_KERNELS = (6, 11)
+"""The same for a LigerRMSNorm: one Triton launch forward, costing about 6 eager launches on the CPU (the ratio
+LIGER_KERNELS_FWD_PER_LAYER implies: 28 eager ops of two norms, RoPE and SwiGLU replaced by 4 launches, 40 -> 36)."""
+MOE_ROUTING_KERNELS = (22, 38)
+"""Kernels transformers 5's MoE block adds per layer around its expert GEMMs, forward and backward
+(integrations/moe.py grouped_mm_experts_forward: router linear, softmax, top-k, renormalization, sort by expert,
+two gathers, histc, cumsum, gate and activation, the routing-weight multiply, the inverse permutation (empty, arange,
+index_put) and gather, the per-token sum, the cast back)."""
 DECODE_KERNELS_PER_LAYER = 50
 """One decode step of HF generate per layer: the forward's 40 plus the DynamicCache cat of K and V and mask ops."""
 DECODE_KERNELS_PER_STEP = 40
@@ -60,12 +72,13 @@ gradient and writes the input gradient (RMSNorm's backward also reduces over the
 # ---------------------------------------------------------------------------------------------------------------------
 # FITTED constants, calibrated on the fit split of bench/results and tests/model/data (step time; docs/accuracy.md).
 # ---------------------------------------------------------------------------------------------------------------------
-MFU_CEILING = 0.75
+MFU_CEILING = 0.727
 """Fraction of the dense bf16 peak that large training GEMMs sustain. Was 0.55 (Megatron-LM / TorchTitan H100 reports:
 0.4-0.55 MFU end to end), which also had to absorb the norms, RoPE, SiLU and residual adds; those are now their own
-term (`elementwise`), so this is the GEMMs' own efficiency. Fitted (docs/accuracy.md, fit rows only): 0.75 (742 of
-989.5 dense bf16 TFLOPS before the hidden-size and token penalties; cuBLAS bf16 GEMMs of this size reach 0.7-0.8 on
-Hopper)."""
+term (`elementwise`), so this is the GEMMs' own efficiency. Fitted (docs/accuracy.md, fit rows only): 0.75 on the
+2026-11-29 rows (742 of 989.5 dense bf16 TFLOPS before the hidden-size and token penalties; cuBLAS bf16 GEMMs of this
+size reach 0.7-0.8 on Hopper); 0.727 with the 2026-12-01 rows and the terms issue 14 added (the fit's optimum, 0.71,
+scores 0.3 % better)."""
 HIDDEN_HALF = 512
 """Hidden size at which GEMM efficiency halves: small models run skinny GEMMs (efficiency x h / (h + HIDDEN_HALF))."""
 TOKENS_HALF = 256
@@ -82,10 +95,10 @@ LIGER_KERNELS_BWD_PER_LAYER = 64
 LORA_KERNELS_PER_LINEAR = (4, 8)
 """Launch-equivalents PEFT lora.Linear adds per adapted Linear, forward and backward (input cast, dropout, A, B,
 scale, add, cast back); fitted with LAUNCH_SECONDS to the same measurements."""
-CKPT_LAYER_SECONDS = 3.5e-3
+CKPT_LAYER_SECONDS = 3.57e-3
 """CPU time torch.utils.checkpoint (non-reentrant, transformers' default) adds per checkpointed layer per micro-batch
 beyond the recomputed forward's launches (saved-tensor hooks, recompute graph); seeded at 3e-3 from the same spot
-measurements, fitted on the fit rows: 3.5e-3."""
+measurements, fitted on the fit rows: 3.5e-3 (2026-11-29 rows), 3.57e-3 with the 2026-12-01 rows."""
 MEM_BW_EFFICIENCY = 0.8
 """Fraction of the HBM bandwidth streaming kernels (optimizer, dequantization, decode) reach."""
 COMM_OVERLAP = 0.8
@@ -109,12 +122,21 @@ NVME_GBPS = 6.0
 """Sequential NVMe bandwidth per node for ZeRO-Infinity swaps (one PCIe 4 x4 drive: ~7 GB/s read)."""
 VLLM_STEP_SECONDS = 2e-3
 """vLLM scheduler + CUDA-graph launch time per decode step."""
-DECODE_LAUNCH_SECONDS = 23e-6
+DECODE_LAUNCH_SECONDS = 18.4e-6
 """CPU time per launched kernel in an HF `generate` decode step. generate runs under torch.no_grad(): no autograd
 graph is recorded, so an op costs less on the CPU than in a training forward (LAUNCH_SECONDS). The decode term used
 LAUNCH_SECONDS (35e-6) before, and both GRPO fit rows came out too slow: grpo-q0.5b (128 decode steps) 5.81 s
 predicted vs 3.57 s measured, grpo-q1.5b (256 steps) 13.15 s vs 8.89 s, i.e. 21-24 us per kernel of a decode step
-once training is subtracted. Fitted with the other speed constants (only the GRPO rows depend on it): 23e-6."""
+once training is subtracted. Fitted with the other speed constants (only the GRPO rows depend on it): 23e-6 on the
+2026-11-29 rows; 18.4e-6 once each generation round's fixed cost is its own term (GENERATE_CALL_SECONDS) and the
+Qwen3 rows' q/k norms are counted in the decode step's kernels."""
+GENERATE_CALL_SECONDS = 0.4
+"""CPU time of one GRPO/RLOO generation round with transformers' generate, outside the decode steps: TRL's
+_generate_and_score_completions (prompt tokenization and padding, unwrap_model_for_generation, batch_decode of the
+completions, the reward functions, gathers, advantages, metric logging) and generate's own set-up (generation config,
+logits processors, the cache, the prefill's dispatch). Read off the Qwen2.5-0.5B GRPO rows of bench/results, whose
+generation time is linear in the completion length: 48, 128 and 512 tokens take about 1.5, 3.3 and 12.0 s, i.e.
+23 ms per decode step plus 0.4 s. Seeded there and fitted with the other speed constants."""
 BNB_MATMUL_SECONDS = 3.7e-4
 """CPU time of one bitsandbytes 4-bit matmul call, per quantized Linear per pass (forward, recompute, backward).
 bitsandbytes 0.50 MatMul4Bit is a Python autograd Function; above 1536 token rows its CUDA gemm_4bit op falls back to
@@ -122,7 +144,11 @@ dequantizing the nested absmax (dequantize_blockwise + offset), then the NF4 wei
 torch.library kernel registered in Python, and the backward dequantizes again (backends/cuda/ops.py,
 autograd/_functions.py). The model had no such cost and under-predicted both QLoRA fit rows: sft-q1.5b-qlora-ckpt
 0.35 s vs 0.60 s measured (-41%), sft-q3b-qlora-nockpt 0.37 s vs 0.43 s (-14%). One constant explains both (588 and
-504 calls per step): fitted with the other speed constants (only the QLoRA rows depend on it): 3.7e-4 s."""
+504 calls per step): fitted with the other speed constants (only the QLoRA rows depend on it): 3.7e-4 s. With the
+2026-12-01 rows the joint refit moves it to 4.2e-4 for a 2 % lower objective; it is left at 3.7e-4: the QLoRA rows it moves are the ones where the
+model's CPU dispatch and GPU time are within a few % of each other and the measured step exceeds both (the overlap
+of the two is not modelled), and at 4.2e-4 the planner's QLoRA pick for the plan-quality workload qlora-3b flips to
+the plan without Liger, measured 13 % slower (docs/plan-quality.md)."""
 
 
 @dataclass(frozen=True)
@@ -195,22 +221,50 @@ def exposed(comm: float, window: float) -> float:
 # backward twice the forward -> 6N; attention scores and values 2 x 2 x s x heads x head_dim per token per layer
 # forward, halved for a causal mask -> 6 L s (heads x head_dim) per token for training)
 # ---------------------------------------------------------------------------------------------------------------------
-def attention_context(model: ModelSpec, seq_len: int) -> float:
-    """Keys each query attends to on average x 2 (causal: s/2 x 2 = s); sliding windows cap it (Gemma2/3 alternate
-    local and global layers)."""
+def attention_context(model: ModelSpec, seq_len: int, masked: float = 0.0) -> float:
+    """Keys each query attends to on average x 2 (causal: s/2 x 2 = s); sliding windows cap it on the sliding layers
+    (Phi-3 every layer, Gemma 2 every other, Gemma 3 five of six: Dims.sliding_fraction). `masked`: the fraction of
+    layers where SDPA gets a materialized mask (activations.sdpa_masked_fraction): the memory-efficient kernel then
+    adds the mask as a bias to every score, without causal or window skipping, so those layers compute all s x s
+    scores (2 s per query)."""
     s = float(seq_len)
-    if model.attention == "sliding" and model.sliding_window:
-        return min(s, 2.0 * model.sliding_window)
-    if model.attention == "sliding-mix" and model.sliding_window:
-        return (s + min(s, 2.0 * model.sliding_window)) / 2
-    return s
+    d = MD.dims(model)
+    f = d.sliding_fraction
+    if not f:
+        return s if not masked else (1 - masked) * s + masked * 2 * s
+    window = min(s, 2.0 * model.sliding_window)
+    local = 2 * s if masked else window
+    return (1 - f) * s + f * local
 
 
-def forward_flops(d: MD.Dims, model: ModelSpec, tokens: float, logit_tok: float, seq_len: int) -> tuple[float, float]:
+def expert_share(d: MD.Dims) -> float:
+    """The routed experts' share of a token's body matmul FLOPs (MoE; 0 for dense models)."""
+    if not d.moe:
+        return 0.0
+    experts = d.L * d.experts_per_token * 3 * d.h * d.moe_I
+    return experts / max(1, d.matmul_active - d.lm_head)
+
+
+def moe_gemm_slowdown(d: MD.Dims, tokens: float) -> float:
+    """How much slower the body's GEMMs run than dense ones of the same FLOPs because of the routed experts: each
+    expert multiplies only the tokens routed to it (tokens x experts_per_token / num_experts rows) by a
+    moe_intermediate-wide weight, so its grouped GEMM is skinny in both dimensions; gemm_efficiency's own penalties
+    for small hidden sizes and short token counts, applied to those shapes. 1 for dense models."""
+    share = expert_share(d)
+    if not share:
+        return 1.0
+    per_expert = max(1.0, tokens * d.experts_per_token / max(1, d.num_experts))
+    dense = gemm_efficiency(d.h, int(tokens))
+    expert = gemm_efficiency(min(d.h, d.moe_I), int(per_expert))
+    return (1 - share) + share * dense / expert
+
+
+def forward_flops(d: MD.Dims, model: ModelSpec, tokens: float, logit_tok: float, seq_len: int,
+                  masked: float = 0.0) -> tuple[float, float]:
     """(matmul, attention) FLOPs of one forward over `tokens` tokens, `logit_tok` of which go through the LM head."""
     body = 2.0 * (d.matmul_active - d.lm_head) * tokens
     head = 2.0 * d.lm_head * logit_tok
-    attn = 2.0 * attention_context(model, seq_len) * d.q * d.L * tokens
+    attn = 2.0 * attention_context(model, seq_len, masked) * d.q * d.L * tokens
     return body + head, attn
 
 
@@ -224,9 +278,12 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     n_logit = MA.logit_tokens(plan)
     peak = peak_flops(plan, target)
     eff = gemm_efficiency(d.h, t)
-    mm_f, attn_f = forward_flops(d, model, t, n_logit, plan.seq_len)
+    masked = MA.sdpa_masked_fraction(d, plan)
+    mm_f, attn_f = forward_flops(d, model, t, n_logit, plan.seq_len, masked)
     head_f = 2.0 * d.lm_head * n_logit
-    body_f = mm_f - head_f
+    # routed experts: the body's FLOPs counted at what their skinny grouped GEMMs sustain
+    body_f = (mm_f - head_f) * moe_gemm_slowdown(d, t)
+    mm_f = body_f + head_f
     adapter = plan.method != "full"
     lora_f = 2.0 * d.lora(plan.lora_r) * t if adapter else 0.0
     if adapter:
@@ -246,10 +303,18 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     recompute_mm = (body_f + lora_f) if plan.grad_ckpt else 0.0
     recompute_attn = attn_f * (2.0 if plan.attn == "eager" else 1.0) if plan.grad_ckpt else 0.0
 
+    # SDPA on masked layers: torch converts the bool mask to a float one per call (zeros_like + masked_fill_: about
+    # 5 B per score row element) and the memory-efficient kernel reads that bias once per head in the forward and
+    # twice in the backward (its 4-D view broadcasts the heads; attention.cu get_bias_4d_view)
+    bias_bytes = 0.0
+    if masked:
+        rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
+        per_layer = rows * plan.seq_len ** 2 / max(1, plan.cp_size)
+        bias_bytes = masked * d.L * per_layer * (5 + HALF * d.heads / max(1, plan.sp_size))
     compute = train_mm / (peak * eff)
-    attention = train_attn / (peak * eff) + 3 * eager_bytes / mem_bw(target)
-    recompute = recompute_mm / (peak * eff) + (recompute_attn / (peak * eff) + eager_bytes / mem_bw(target)
-                                               if plan.grad_ckpt else 0.0)
+    attention = train_attn / (peak * eff) + 3 * (eager_bytes + bias_bytes) / mem_bw(target)
+    recompute = recompute_mm / (peak * eff) + ((recompute_attn / (peak * eff) + (eager_bytes + bias_bytes)
+                                                / mem_bw(target)) if plan.grad_ckpt else 0.0)
     dequant = 0.0
     if plan.method == "qlora":
         passes = 3 if plan.grad_ckpt else 2
@@ -280,6 +345,8 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     liger = plan.liger
     kf = LIGER_KERNELS_FWD_PER_LAYER if liger else KERNELS_FWD_PER_LAYER
     kb = LIGER_KERNELS_BWD_PER_LAYER if liger else KERNELS_BWD_PER_LAYER
+    extra_f, extra_b = extra_layer_kernels(d, liger)
+    kf, kb = kf + extra_f, kb + extra_b
     casts = autocast_casts_per_layer(d, plan, pr)
     per_layer = (kf + casts) * fwd_passes + kb + casts + kf * ref_passes
     if adapter:
@@ -299,6 +366,15 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
             "precompute": precompute}
 
 
+def extra_layer_kernels(d: MD.Dims, liger: bool) -> tuple[int, int]:
+    """Kernels a decoder layer launches beyond the Llama/Qwen2 layer of KERNELS_FWD_PER_LAYER (forward, backward):
+    norms beyond two (Gemma's four), the q/k norms (Qwen3, Gemma3), and the MoE routing around the experts."""
+    nf, nb = LIGER_NORM_KERNELS if liger else NORM_KERNELS
+    norms = max(0, d.norms - 2) + (2 if d.qk_norm else 0)
+    mf, mb = MOE_ROUTING_KERNELS if d.moe else (0, 0)
+    return norms * nf + mf, norms * nb + mb
+
+
 def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
     """HBM bytes per token that one decoder layer's forward streams through non-GEMM ops (eager transformers 5
     Llama/Qwen2 modules; act = activation bytes, res = residual-stream bytes):
@@ -310,6 +386,9 @@ def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
     - SiLU-gated MLP: SiLU (2 act) and the product with up (3 act) per intermediate element; LigerSiLUMulFunction
       reads gate and up and writes the product: 3 act.
     - two residual adds (3 res each) and SDPA's output transpose + contiguous (2 act per q element).
+    - Qwen3 / Gemma3's per-head q and k norms: an RMSNorm over q + kv elements (input in act bytes).
+    - MoE: the routed copies of each token (experts_per_token rows of hidden): the gather, the routing-weight
+      multiply (read and write), the inverse permutation (read and write) and the per-token sum read them: 6 act.
     - torch.autocast with an fp32 residual stream (bf16-mixed / fp16-mixed) casts each Linear's input to 16-bit
       (res + act per element) per call: q/k/v (one call each unless fused) and gate/up.
     The GEMMs' own time is `compute`; this term is what makes Liger faster on the GPU, not only on the CPU."""
@@ -320,6 +399,10 @@ def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
         norm, rope, act = 28 + 4 * res, 10 * a, 5 * a
     width = d.I if not d.moe else d.experts_per_token * d.moe_I + d.shared_I
     per_token = d.norms * norm * d.h + rope * (d.q + d.kv) + act * width + 2 * 3 * res * d.h + 2 * a * d.q
+    if d.qk_norm:
+        per_token += (2 * a if plan.liger else 28 + 4 * a) * (d.q + d.kv)
+    if d.moe:
+        per_token += 6 * a * d.experts_per_token * d.h
     if pr.autocast and res != a:
         per_token += (d.qkv_linears + d.gate_up_linears) * d.h * (res + a)
     return float(per_token)
@@ -537,12 +620,12 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             sync = d.P * w16 / bw
         else:
             lf, _ = LORA_KERNELS_PER_LINEAR
-            kernels = d.L * (DECODE_KERNELS_PER_LAYER + (lf * d.linears_per_layer if plan.method != "full" else 0)) \
-                + DECODE_KERNELS_PER_STEP
+            kernels = d.L * (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
+                             + (lf * d.linears_per_layer if plan.method != "full" else 0)) + DECODE_KERNELS_PER_STEP
             per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS)
             if plan.backend == "fsdp2":
                 per_step += collective_seconds(d.P * w16, 1, n, plan, target)
-            decode = completion * per_step
+            decode = completion * per_step + GENERATE_CALL_SECONDS
             sync = 0.0
         if plan.backend == "deepspeed" and plan.zero_stage == 3:
             sync += collective_seconds(d.P * pr.work, 1, n, plan, target)

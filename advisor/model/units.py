@@ -38,6 +38,13 @@ each kl_div's exp(target) and output and the student side's (target - input) (5)
 beta * kl_teacher, (1 - beta) * kl_student and their sum: 17 at its peak. Counted, not fitted; a completed run
 has not measured the peak yet."""
 
+PREFERENCE_COMPLETION_FRACTION = 0.5
+"""Share of a DPO/KTO sequence that is completion, the part the fused LM head scores (the prompt's labels are -100).
+Not a Plan field: the benchmark rows and the bundles' synthetic data give prompt and completion half of seq_len each
+(bench/README.md; templates/train.py.j2 synthetic_dataset). Measured (bench/results verify-h200-2026-12-01, DPO
+Qwen2.5-0.5B, 32 pairs x 1024 tokens x 2): 0.88-0.90 s per step, 1.04 s predicted with every token scored, 0.92
+with half."""
+
 KERNEL_GRAIN = 2 * MIB
 """PyTorch's caching allocator rounds large blocks to 2 MiB (c10/cuda/CUDACachingAllocator.cpp kRoundLarge)."""
 

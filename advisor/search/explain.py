@@ -57,7 +57,7 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
         reasons["attn"] = choose_attention(req, decision.model, decision.target, plan.precision)[1]
     if plan.trainer in ("dpo", "kto") and plan.method == "full" and "ref_model" not in pinned:
         other = next((c for c in candidates if c.plan.ref_model != plan.ref_model and c.feasible
-                      and c.plan.backend == plan.backend and c.plan.zero_stage == plan.zero_stage), None)
+                      and c.plan.method == plan.method and c.plan.backend == plan.backend and c.plan.zero_stage == plan.zero_stage), None)
         if plan.ref_model == "precompute":
             reasons["ref_model"] = ("precompute: no reference copy in GPU memory; the whole dataset is scored once "
                                     "before training (--max-steps does not shorten that pass)"

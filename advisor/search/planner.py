@@ -90,8 +90,11 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
 
 def planner_limit_bytes(mem) -> int:
     """The most a chosen plan may reserve: what `fits` allows less the planner's headroom
-    (calibration.PLANNER_HEADROOM_FRACTION of the usable memory), the same figure rule MEM002 warns below, so that
-    the planner never picks a plan its own rules warn about."""
+    (calibration.PLANNER_HEADROOM_FRACTION of the capacity), the same figure rule MEM002 warns below, so that the
+    planner never picks a plan its own rules warn about. The headroom is u / (1 + u) for the under-prediction u
+    measured on the runs predicted within 15 % of the usable memory (calibration.NEAR_CAPACITY_UNDER_PREDICTION,
+    docs/accuracy.md "Near capacity"): a plan predicted at this limit that needs u more still fits. It binds only
+    plans predicted that close to the usable memory."""
     return mem.per_gpu_reserved_bytes + mem.headroom_bytes - int(calibration.PLANNER_HEADROOM_FRACTION *
                                                                   mem.capacity_bytes)
 

@@ -123,9 +123,15 @@ def test_cheap_rows_first(rows):
     assert rows[0]["model"] in ("qwen2.5-0.5b", "llama-3.2-1b", "qwen3-0.6b")
 
 
+MEASURED_OOM = {"sft-g2-2b-full-bf16-single-nockpt-s2048-b8"}
+"""Near-capacity rows that ran out of memory on the H200 (bench/results/h200-2026-12-01-part1.jsonl): the model now
+predicts them not to fit, as measured (Gemma 2's fp32 norm outputs and soft-capped scores, activations.py)."""
+
+
 def test_new_rows_are_planned_near_capacity_by_the_advisor():
     """The near-capacity rows added for issue 14 were placed by the advisor's prediction (85-95 % of the usable
-    memory when written): still at least 80 % and predicted to fit, or they no longer test the margin."""
+    memory when written): still at least 80 % and predicted to fit, or they no longer test the margin; the one that
+    ran out of memory must now be predicted over the limit (and by less than 15 %)."""
     from advisor.catalog import resolve_gpu
     from advisor.core.target import Target
     from advisor.model.bench_rows import plan_from_bench_row
@@ -142,7 +148,10 @@ def test_new_rows_are_planned_near_capacity_by_the_advisor():
         mem, _ = estimate_plan(spec, plan_from_bench_row(r), Target(gpu=resolve_gpu("H200"), gpus_per_node=1))
         usable = mem.per_gpu_reserved_bytes + mem.headroom_bytes
         share = mem.per_gpu_reserved_bytes / usable
-        assert mem.fits and 0.80 <= share <= 1.0, (r["name"], share)
+        if r["name"] in MEASURED_OOM:
+            assert not mem.fits and 1.0 < share <= 1.15, (r["name"], share)
+        else:
+            assert mem.fits and 0.80 <= share <= 1.0, (r["name"], share)
     assert len(families) >= 3
 
 

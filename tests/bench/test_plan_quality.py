@@ -124,3 +124,31 @@ def test_run_writes_the_rows_and_calls_bench_run(tmp_path, monkeypatch):
     assert cmd[1:3] == ["-m", "bench.run"] and cmd[cmd.index("--rows-file") + 1] == str(rows_file)
     assert cmd[cmd.index("--budget-seconds") + 1] == "200.0" and cmd[-2:] == ["--redo", "timeout"]
     assert cmd[cmd.index("--steps") + 1] == str(PQ.STEPS)
+
+
+def test_committed_results_measure_every_workload():
+    # bench/results/plan-quality-h200-2026-12-01-*.jsonl: every workload measured, pick and neighbours (issue 14)
+    summary = PQ.summarize(PQ.load_records(PQ.RESULTS))
+    assert len(summary) == len(PQ.WORKLOADS) >= 4
+    for s in summary:
+        assert len([x for x in s["rows"] if x["measured"]]) >= PQ.MIN_CONFIGS, s["workload"].key
+        assert s["pick"] is not None and s["pick"]["status"] == "ok"  # no chosen plan ran out of memory
+    met = {s["workload"].key: s["met"] for s in summary}
+    assert met == {"sft-1b-4k": True, "dpo-7b-lora": True, "qlora-3b": True, "grpo-0.5b": False}
+
+
+def test_the_planner_still_picks_the_measured_picks():
+    # the planner in this commit picks what was measured as the pick (the report's "pick now" column): a model
+    # change that moves a pick needs the workload measured again
+    summary = PQ.summarize(PQ.load_records(PQ.RESULTS))
+    for s in summary:
+        assert PQ.pick_now(s["workload"]) == s["pick"]["plan"], s["workload"].key
+
+
+def test_step_spread_and_resolution():
+    s = {"pick": {"spread": 0.25}, "best": {"spread": 0.09}, "ratio": 1 / 1.32}
+    assert PQ.resolved(s).startswith("yes: 32 %")
+    s["ratio"] = 1 / 1.2
+    assert PQ.resolved(s).startswith("no: 20 %")
+    s["best"] = s["pick"]
+    assert PQ.resolved(s) == "- (the pick is the best)"

@@ -111,15 +111,18 @@ def predict(row: dict, *, models: dict | None = None, gpus: dict | None = None) 
     models = {} if models is None else models
     gpus = {} if gpus is None else gpus
     mid = row["model"]
-    if mid not in models:
-        models[mid] = resolve_model(mid)
+    key = (mid, row.get("layers"))
+    if key not in models:
+        spec = resolve_model(mid)
+        # a reduced-depth row (the MoE rows) is predicted at its own depth, as bench.accuracy does
+        models[key] = spec.with_(layers=int(row["layers"])) if row.get("layers") else spec
     gname = row.get("gpu", "H200")
     if gname not in gpus:
         gpus[gname] = resolve_gpu(gname)
     plan = plan_from_bench_row(row)
     target = Target(gpu=gpus[gname], gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
     with overrides(row):
-        mem, spd = estimate_plan(models[mid], plan, target)
+        mem, spd = estimate_plan(models[key], plan, target)
     return {"peak_allocated": mem.per_gpu_peak_bytes, "peak_reserved": mem.per_gpu_reserved_bytes,
             "step_seconds": spd.step_seconds}
 

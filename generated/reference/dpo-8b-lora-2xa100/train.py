@@ -31,7 +31,8 @@ import warnings
 from pathlib import Path
 
 import torch
-from datasets import Dataset, load_dataset
+from accelerate.utils import broadcast_object_list
+from datasets import Dataset, load_dataset, load_from_disk
 from peft import LoraConfig
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback, TrainingArguments
 from trl import DPOConfig, DPOTrainer
@@ -55,13 +56,13 @@ CONFIG = {
     'trainer': 'dpo',  # the trainer asked for (--trainer; sft when not given)
     'method': 'lora',  # pinned by --method
     'lora_r': 16,  # TRL ModelConfig default lora_r=16
-    'backend': 'fsdp2',  # fastest that fits: 6,983 tokens/s predicted
+    'backend': 'fsdp2',  # fastest that fits: 7,002 tokens/s predicted
     'zero_stage': 0,  # 0: not a DeepSpeed plan
-    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 54.0 of 78.1 GiB)
+    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 53.9 of 78.1 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: base weights in 16-bit; accelerate upcasts the trainable adapters to fp32 (with their gradients and Adam states), sharded by FSDP2; A100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 101.3 GiB, over the 58.2 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 100.7 GiB, over the 58.0 GiB limit)
     'grad_accum': 8,  # 4 x 2 data-parallel x 8 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
@@ -274,6 +275,21 @@ def train_dataset(args: argparse.Namespace, tokenizer, world_size: int) -> Datas
     return data
 
 
+def shared_on_disk(data: Dataset, config) -> Dataset:
+    """The dataset as every rank must see it when the reference log-probs are precomputed on several processes.
+    TRL 1.16 writes them once, on the main process, into a cache file beside the dataset's own
+    (dpo_trainer.py _precompute_ref_logps: Dataset.from_file on every rank). A dataset built
+    in memory has its cache in a temporary folder of each process, and a Hub download's is in each node's HF cache:
+    the other ranks cannot open the file. A copy under output_dir (the bundle's folder, which every node sees)
+    gives the cache file a folder all ranks share."""
+    where = [str(Path(config.output_dir).resolve() / "dataset-for-reference" / data._fingerprint)]
+    broadcast_object_list(where, from_process=0)  # rank 0's fingerprint: the same folder on every rank
+    with config.main_process_first(desc="dataset copy", local=False):
+        if config.process_index == 0 and not (Path(where[0]) / "dataset_info.json").exists():
+            data.save_to_disk(where[0])
+    return load_from_disk(where[0])
+
+
 # --------------------------------------------------------------------------------------------------------- model
 
 def device_map(args: argparse.Namespace):
@@ -431,6 +447,8 @@ def main(argv: list[str] | None = None) -> None:
     config = training_config(args)  # before the model: under ZeRO-3 it switches on zero.Init for from_pretrained
     with config.main_process_first(desc="dataset"):
         data = train_dataset(args, tokenizer, config.world_size)
+    if CONFIG["ref_model"] == "precompute" and config.world_size > 1:
+        data = shared_on_disk(data, config)
     model = load_model(model_path, args)
     callbacks = [PeakMemoryCallback(args.metrics_dir)]
     ref_model = None

@@ -55,15 +55,15 @@ CONFIG = {
     'trainer': 'sft',  # the trainer asked for (--trainer; sft when not given)
     'method': 'lora',  # lora: the most faithful method that fits
     'lora_r': 16,  # TRL ModelConfig default lora_r=16
-    'backend': 'fsdp2',  # fastest that fits: 8,579 tokens/s predicted
+    'backend': 'fsdp2',  # fastest that fits: 8,402 tokens/s predicted
     'zero_stage': 0,  # 0: not a DeepSpeed plan
-    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 39.7 of 77.8 GiB)
+    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 39.4 of 77.8 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: base weights in 16-bit; accelerate upcasts the trainable adapters to fp32 (with their gradients and Adam states), sharded by FSDP2; H100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
     'micro_batch': 8,  # 8: the largest that stays within the global batch
     'grad_accum': 1,  # 8 x 8 data-parallel x 1 = 64 sequences per step (target 64)
-    'grad_ckpt': True,  # on: without it the plan does not fit: needs 66.0 GiB per GPU, limit 58.0 GiB
+    'grad_ckpt': True,  # on: without it the plan does not fit: needs 66.0 GiB per GPU, limit 57.8 GiB
     'liger': True,  # on: predicted faster or smaller
     'attn': 'sdpa',  # sdpa: PyTorch's fused attention, no extra package
     'packing': False,  # off: packing changes which samples share a sequence, a data choice left to --packing

@@ -57,13 +57,13 @@ CONFIG = {
     'trainer': 'sft',  # the trainer asked for (--trainer; sft when not given)
     'method': 'qlora',  # pinned by --method
     'lora_r': 16,  # TRL ModelConfig default lora_r=16
-    'backend': 'single',  # fastest that fits: 2,285 tokens/s predicted
+    'backend': 'single',  # fastest that fits: 2,234 tokens/s predicted
     'zero_stage': 0,  # 0: not a DeepSpeed plan
     'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 18.9 of 22.6 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: base weights 4-bit NF4 (bitsandbytes), compute in bf16; peft keeps the adapters and their Adam states in fp32; RTX-4090 has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 2,  # 2: the largest that fits with headroom (4 needs 33.3 GiB, over the 20.8 GiB limit)
+    'micro_batch': 2,  # 2: the largest that fits with headroom (4 needs 33.3 GiB, over the 21.0 GiB limit)
     'grad_accum': 32,  # 2 x 1 data-parallel x 32 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
