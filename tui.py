@@ -84,17 +84,34 @@ class FieldSpec:
     kind: str
     """text | model | path | int | float | choice | switch (auto/on/off) | flag (auto/on) | bool (off/on)"""
     tab: str
-    """target | training"""
+    """target | training | rent"""
     section: str
     choices: tuple[tuple[str, object], ...] = ()
     """(label, value) for choice fields; AUTO first where the field may stay unpinned."""
     placeholder: str = AUTO
     shown: Callable[[dict], bool] = lambda v: True
     help: str = ""
+    cli_flag: str = ""
+    """The flag when it is not the name's (`prices` is `--price`, repeated; `show_all` is `--all`)."""
 
     @property
     def flag(self) -> str:
-        return flag(self.name)
+        return self.cli_flag or flag(self.name)
+
+    @property
+    def in_request(self) -> bool:
+        """A REQUEST flag: the plan depends on it."""
+        return _has_request_field(self.name)
+
+    @property
+    def rent_only(self) -> bool:
+        """One of `trl-advisor recommend`'s own flags (the Rent tab): only the recommendation depends on it."""
+        return self.tab == "rent" and not self.in_request
+
+    @property
+    def command(self) -> str:
+        """The command whose `--help` documents the flag."""
+        return "recommend" if self.rent_only else "generate"
 
 
 def _choices(values: Iterable, *, auto: bool = True, label=str) -> tuple[tuple[str, object], ...]:
@@ -149,10 +166,6 @@ def form_fields() -> tuple[FieldSpec, ...]:
     if _has_request_field("teacher"):
         specs.append(FieldSpec("teacher", "Teacher", "model", "training", trainer, placeholder="same forms as Model",
                                shown=lambda v: v.get("trainer") == "gkd", help="GKD distils this model into the student"))
-    specs += [FieldSpec(name, label, "int", "training", what, help=text)
-              for name, label, text in (("tokens", "Job: tokens", "trained tokens: the plan says how long the job takes"),
-                                        ("steps", "Job: steps", "optimizer steps: the plan says how long the job takes"))
-              if _has_request_field(name)]
     specs += [
         FieldSpec("backend", "Backend", "choice", "training", how, _choices(R.BACKENDS)),
         FieldSpec("zero", "ZeRO stage", "choice", "training", how, _choices((0, 1, 2, 3))),
@@ -170,7 +183,37 @@ def form_fields() -> tuple[FieldSpec, ...]:
         FieldSpec("trust_remote_code", "Remote code", "bool", "training", how, OFF_ON,
                   help="run code from the model repository"),
     ]
+    # The Rent tab: the job's size (REQUEST flags: the plan and the bundle say how long the job takes too), then
+    # `trl-advisor recommend`'s own flags (recommend chooses the hardware: the Target tab's choice is left out)
+    job, rent = "The job", "What to rent"
+    specs += [FieldSpec(name, label, "int", "rent", job, placeholder="", help=text)
+              for name, label, text in (("tokens", "Tokens", "trained tokens (or steps): how long the job takes, "
+                                         "on what, at what cost"),
+                                        ("steps", "Steps", "optimizer steps (or tokens): how long the job takes, "
+                                         "on what, at what cost"))
+              if _has_request_field(name)]
+    specs += [
+        FieldSpec("budget_usd", "Budget $", "float", "rent", job, placeholder="",
+                  help="also pick the fastest option costing at most this"),
+        FieldSpec("deadline_hours", "Deadline h", "float", "rent", job, placeholder="",
+                  help="also pick the cheapest option done within this many hours"),
+        FieldSpec("sort", "Order by", "choice", "rent", job, (("time", "time"), ("cost", "cost")),
+                  help="the table's order: the fastest or the cheapest first"),
+        FieldSpec("gpu_types", "GPU types", "text", "rent", rent, placeholder="all supported",
+                  help="comma-separated, any name --gpu takes: H100,A100-80GB (trl-advisor gpus lists them)"),
+        FieldSpec("max_gpus", "Max GPUs", "int", "rent", rent, placeholder="64", help="most GPUs of one type"),
+        FieldSpec("max_nodes", "Max nodes", "int", "rent", rent, placeholder="8", help="most nodes of 8 GPUs"),
+        FieldSpec("prices", "Prices", "text", "rent", rent, placeholder="H100=2.49 ...",
+                  help="USD per GPU-hour replacing the reference price: GPU=USD, several apart", cli_flag="--price"),
+        FieldSpec("show_all", "Show", "bool", "rent", rent, (("front and picks", False), ("every option", True)),
+                  help="every feasible option, or only the time-cost front, the picks and one row per unpriced GPU",
+                  cli_flag="--all"),
+    ]
     return tuple(specs)
+
+
+RENT_DEFAULTS = {"sort": "time", "show_all": False}
+"""The Rent tab's fields with a value before the user gives one (recommend's own defaults)."""
 
 
 FIELDS = form_fields()
@@ -211,7 +254,7 @@ def parse_text(spec: FieldSpec, text: str):
 
 
 def _argument_error(spec: FieldSpec, message: str) -> AdvisorError:
-    return AdvisorError(f"argument {spec.flag}: {message}", hint="see `trl-advisor generate --help`")
+    return AdvisorError(f"argument {spec.flag}: {message}", hint=f"see `trl-advisor {spec.command} --help`")
 
 
 def field_problem(spec: FieldSpec, value) -> AdvisorError | None:
@@ -219,13 +262,41 @@ def field_problem(spec: FieldSpec, value) -> AdvisorError | None:
     command line prints for the flag alone, or None. Checks across fields run with the plan."""
     from advisor.resolve import check_request
 
-    if spec.name not in Request.__dataclass_fields__ or value is None:
+    if value is None:
         return None
     try:
-        check_request(Request(**{"model": "", spec.name: value}))
+        if spec.in_request:
+            check_request(Request(**{"model": "", spec.name: value}))
+        elif spec.rent_only:
+            rent_field_check(spec.name, value)
     except AdvisorError as exc:
         return exc
     return None
+
+
+def rent_field_check(name: str, value) -> None:
+    """recommend's own checks of one of its flags, where the core has them apart (the limits, the GPU names, the
+    prices); the budget and the deadline are checked by the recommend run itself, which refuses them at once."""
+    if name in ("max_gpus", "max_nodes"):
+        from advisor.recommend import DEFAULT_MAX_GPUS, DEFAULT_MAX_NODES
+        from advisor.recommend.hardware import check_limits
+
+        check_limits(value if name == "max_gpus" else DEFAULT_MAX_GPUS, value if name == "max_nodes" else
+                     DEFAULT_MAX_NODES)
+    elif name == "gpu_types":
+        from advisor.recommend.hardware import gpu_types
+
+        gpu_types(value.split(","))  # as the command line splits --gpu-types
+    elif name == "prices":
+        from advisor.catalog.prices import parse_price_flag, price_override
+
+        for text in price_texts(value):
+            price_override(*parse_price_flag(text))
+
+
+def price_texts(value: str | None) -> list[str]:
+    """The Prices field as --price flags: GPU=USD items apart by spaces or commas."""
+    return (value or "").replace(",", " ").split()
 
 
 def to_choice(spec: FieldSpec, value):
@@ -258,6 +329,7 @@ def values_from(req: Request) -> tuple[dict, dict]:
     values = {s.name: getattr(req, s.name) for s in FIELDS if s.name in Request.__dataclass_fields__}
     values["model"] = req.model or ""
     values["target_mode"] = "file" if req.hardware else "catalog" if req.gpu else "machine"
+    values.update({s.name: RENT_DEFAULTS.get(s.name) for s in FIELDS if s.rent_only})
     known = set(values) | {"gpu", "hardware"}
     passthrough = {f.name: getattr(req, f.name) for f in fields(Request) if f.name not in known}
     return values, passthrough
@@ -342,20 +414,26 @@ def compute_outcome(req: Request, *, probe: Callable[[], object], allow_network:
     The model name is resolved first with downloads off unless `allow_network` (the user pressed Enter in the model
     field): a hub id half typed must not start a download on every key. `probe` returns this machine's report
     (probed once by the app)."""
+    from advisor.resolve import check_request
+
+    try:  # what needs none of the planner's modules first: no model yet is the first screen's answer
+        check_request(req)
+        if not req.model:
+            raise AdvisorError("choose a model", hint="a catalogue id (qwen2.5-7b), a size (8B), a hub id "
+                               "(org/name) or a local folder; ctrl+o browses the catalogue")
+    except AdvisorError as exc:
+        return PlanProblem(req, "input", exc.message, exc.hint, about=_field_of_message(exc.message))
+
     from advisor import catalog, check
     from advisor.bundle.render import reasons
-    from advisor.resolve import check_request, load_report
+    from advisor.resolve import load_report
     from advisor.search import PinnedRuleError, decide, render_decision
     from rules import reportable
 
     report = None
     try:
-        check_request(req)
         for name in ("model", "teacher"):
             value = getattr(req, name, None)
-            if name == "model" and not value:
-                raise AdvisorError("choose a model", hint="a catalogue id (qwen2.5-7b), a size (8B), a hub id "
-                                   "(org/name) or a local folder; ctrl+o browses the catalogue")
             if value:
                 try:
                     catalog.resolve_model(value, allow_network=allow_network)
@@ -399,6 +477,122 @@ def matrix_rows(features: set[str]) -> list[tuple[bool, dict]]:
     rows = [r for r in compat_matrix()["rows"] if r["a"] in features or r["b"] in features]
     marked = [(r["a"] in features and r["b"] in features, r) for r in rows]
     return sorted(marked, key=lambda m: not m[0])
+
+
+# ------------------------------------------------------------------------------------ what to rent (recommend)
+
+RENT_HARDWARE = ("gpu", "gpus", "nodes", "hardware")
+"""Request fields recommend chooses itself (it refuses them): left out of what the Rent tab asks."""
+
+
+@dataclass(frozen=True)
+class RentAsk:
+    """What the Rent tab asks `advisor.recommend.recommend`: the form's request without its hardware, and recommend's
+    own flags as the command line passes them."""
+
+    request: Request
+    gpu_types: str | None = None
+    max_gpus: int | None = None
+    max_nodes: int | None = None
+    prices: tuple[str, ...] = ()
+    """--price texts (GPU=USD), parsed by the core as the command line's are."""
+    budget_usd: float | None = None
+    deadline_hours: float | None = None
+    sort: str = "time"
+
+    def command(self, show_all: bool = False) -> str:
+        """The `trl-advisor recommend` line that prints this table."""
+        import shlex
+
+        from advisor.recommend.commands import command
+
+        extra = [("--gpu-types", self.gpu_types), ("--max-gpus", self.max_gpus), ("--max-nodes", self.max_nodes),
+                 *(("--price", p) for p in self.prices), ("--budget-usd", self.budget_usd),
+                 ("--deadline-hours", self.deadline_hours), ("--sort", None if self.sort == "time" else self.sort)]
+        words = [f"{name} {shlex.quote(str(value))}" for name, value in extra if value is not None]
+        return " ".join([command("recommend", self.request), *words, *(["--all"] if show_all else [])])
+
+
+def rent_ask(values: dict, passthrough: dict) -> RentAsk:
+    req = request_from(values, passthrough).with_(**dict.fromkeys(RENT_HARDWARE))
+    return RentAsk(req, gpu_types=values.get("gpu_types") or None, max_gpus=values.get("max_gpus"),
+                   max_nodes=values.get("max_nodes"), prices=tuple(price_texts(values.get("prices"))),
+                   budget_usd=values.get("budget_usd"), deadline_hours=values.get("deadline_hours"),
+                   sort=values.get("sort") or "time")
+
+
+@dataclass
+class RentView:
+    """What `trl-advisor recommend` answers for the ask: the Recommendation, and its report as the command prints it."""
+
+    ask: RentAsk
+    rec: object
+    """advisor.recommend.Recommendation"""
+
+    ok = True
+
+    def report(self, show_all: bool) -> str:
+        from advisor.recommend import render_recommendation
+
+        return render_recommendation(self.rec, show_all=show_all)
+
+    def table(self, show_all: bool) -> tuple[list[str], list[tuple[object, bool, list[str]]], list[str], str]:
+        """(headers, rows, the lines under the table, the first line) of the printed report; each row is (Option,
+        on the Pareto front, its cells as printed). The cells are read off the report so that they are the command
+        line's to the character (its columns are apart by two spaces or more, cells hold single spaces only)."""
+        import re
+
+        from advisor.recommend.render import shown_options
+
+        lines = self.report(show_all).splitlines()
+        options = shown_options(self.rec, show_all)
+        split = lambda line: re.split(r" {2,}", line.strip())  # noqa: E731
+        headers = split(lines[2])
+        rows = []
+        for option, line in zip(options, lines[3:3 + len(options)], strict=True):
+            cells = split(line[1:])
+            rows.append((option, line.startswith("*"), cells + [""] * (len(headers) - len(cells))))
+        return headers, rows, lines[3 + len(options):], lines[0]
+
+
+@dataclass
+class RentProblem:
+    """recommend refused: a bad value (`about` names the field), or no option has a plan (`nofit`)."""
+
+    ask: RentAsk
+    kind: str
+    message: str
+    hint: str | None
+    about: str | None = None
+
+    ok = False
+
+
+def compute_rent(ask: RentAsk) -> RentView | RentProblem:
+    """`trl-advisor recommend` with the ask's flags, printing nothing: every catalogue GPU type and count planned
+    (one planner search each: seconds, in a worker). The model is resolved with downloads off first, as for the
+    plan."""
+    from advisor import catalog
+    from advisor.catalog.prices import parse_price_flag
+    from advisor.recommend import recommend
+
+    req = ask.request
+    try:
+        if not req.model:
+            raise AdvisorError("choose a model", hint="in the Training tab (2)")
+        try:
+            catalog.resolve_model(req.model, allow_network=False)
+        except AdvisorError as exc:
+            return RentProblem(ask, "input", exc.message, exc.hint, about="model")
+        limits = {k: v for k, v in (("max_gpus", ask.max_gpus), ("max_nodes", ask.max_nodes)) if v is not None}
+        rec = recommend(req, gpu_types=ask.gpu_types.split(",") if ask.gpu_types is not None else None,
+                        prices=dict(parse_price_flag(text) for text in ask.prices), budget_usd=ask.budget_usd,
+                        deadline_hours=ask.deadline_hours, sort=ask.sort, **limits)
+    except NoFeasiblePlanError as exc:
+        return RentProblem(ask, "nofit", exc.message, exc.hint)
+    except AdvisorError as exc:
+        return RentProblem(ask, "input", exc.message, exc.hint, about=_field_of_message(exc.message))
+    return RentView(ask, rec)
 
 
 # ================================================================================================= widgets
@@ -501,13 +695,13 @@ class PlanStrip(Static):
         return Text("\n").join(lines)
 
 
-ALT_DIGITS = ("inverted_exclamation_mark", "trade_mark_sign", "pound_sign", "cent_sign", "infinity")
-"""alt+1 .. alt+5 as Textual reads them (ESC+digit becomes the macOS option characters ¡™£¢∞), and what tmux sends
+ALT_DIGITS = ("inverted_exclamation_mark", "trade_mark_sign", "pound_sign", "cent_sign", "infinity", "section_sign")
+"""alt+1 .. alt+6 as Textual reads them (ESC+digit becomes the macOS option characters ¡™£¢∞§), and what tmux sends
 for Esc followed quickly by a digit."""
 
 
 class FieldInput(Input):
-    """A text field that leaves alt+1..5 to the app (they switch tabs) instead of typing ¡™£¢∞."""
+    """A text field that leaves alt+1..6 to the app (they switch tabs) instead of typing ¡™£¢∞§."""
 
     def check_consume_key(self, key: str, character: str | None) -> bool:
         return key not in ALT_DIGITS and super().check_consume_key(key, character)
@@ -778,12 +972,15 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("3", "show_tab('plan')", "Plan tab", "memory, speed, why each knob has its value, the alternatives"),
     ("4", "show_tab('rules')", "Rules tab", "the rules that fired with their fixes, the compatibility matrix"),
     ("5", "show_tab('bundle')", "Bundle tab", "the files: preview, write, then the commands to run and verify"),
+    ("6", "show_tab('rent')", "Rent tab", "what to rent for the job: every catalogue GPU type and count, hours and "
+                                          "cost (trl-advisor recommend)"),
     ("p", "pin", "Pin", "Plan tab: pin the highlighted knob to the value the plan gave it"),
     ("u", "unpin", "Unpin", "Plan tab: give the highlighted knob back to the planner"),
     ("f", "apply_fix", "Fix", "Rules tab: apply the highlighted rule's automatic fix"),
     ("e", "explain", "Explain", "Rules tab: the highlighted rule's documentation (trl-advisor explain)"),
     ("w", "write", "Write", "write the bundle into the folder (asks before replacing a bundle)"),
     ("v", "verify", "Verify", "run trl-advisor verify on the written bundle, with its progress (GPUs here only)"),
+    ("o", "use_option", "Use option", "Rent tab: plan for the highlighted option's GPUs (also enter)"),
     ("c", "copy_command", "Copy command", "copy the trl-advisor generate line that reproduces the screen"),
     ("ctrl+o", "browse_models", "Models", "browse and search the model catalogue"),
     ("t", "toggle_theme", "Theme", "switch between the dark and the light theme"),
@@ -792,20 +989,31 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
                                              "switch them from inside a field)"),
     ("q", "quit", "Quit", "quit (also ctrl+q)"),
 )
-FOOTER = {"pin", "unpin", "apply_fix", "explain", "write", "verify", "copy_command", "help", "quit"}
+FOOTER = {"pin", "unpin", "apply_fix", "explain", "write", "verify", "use_option", "copy_command", "help", "quit"}
 """The actions the footer lists (where they apply); the others are on the help screen and in the palette."""
 TAB_ACTIONS = {"pin": "plan", "unpin": "plan", "apply_fix": "rules", "explain": "rules", "write": "bundle",
-               "verify": "bundle"}
-TABS = ("target", "training", "plan", "rules", "bundle")
-"""Tab order. A "what to rent" tab (trl-advisor recommend, another issue) belongs after bundle."""
+               "verify": "bundle", "use_option": "rent"}
+TABS = ("target", "training", "plan", "rules", "bundle", "rent")
+"""Tab order."""
 DEBOUNCE_S = 0.15
 """Typing pauses shorter than this do not start a plan (one plan takes 15-50 ms: python -m bench.planner_speed)."""
+PICK_WORDS = {"within_budget": "within the budget", "within_deadline": "within the deadline"}
+RENT_DEBOUNCE_S = 0.4
+"""The same for the Rent tab, whose answer takes seconds (one planner search per GPU type and count: 1-4 s on a
+2-core machine): one recommend runs at a time, and a change while it runs is asked for when it ends."""
 
 
 class PlanReady(Message):
     def __init__(self, generation: int, outcome: PlanView | PlanProblem) -> None:
         super().__init__()
         self.generation, self.outcome = generation, outcome
+
+
+class RentReady(Message):
+    def __init__(self, ask: RentAsk, outcome: RentView | RentProblem | None) -> None:
+        super().__init__()
+        self.ask, self.outcome = ask, outcome
+        """outcome None: the run was cancelled (the app is quitting)."""
 
 
 class Probed(Message):
@@ -862,6 +1070,7 @@ class WizardApp(App):
     .form-column { height: auto; }
     #hardware { height: 1fr; overflow-x: auto; }
     #hw-text { width: auto; }
+    #hw-text.-wrap { width: 1fr; }
     #hw-notes { height: auto; margin-top: 1; }
     #training-cols { height: auto; }
     #training-cols > .form-column { width: 1fr; padding-right: 2; }
@@ -881,6 +1090,15 @@ class WizardApp(App):
     #bundle-status { height: auto; max-height: 8; }
     #verify-log { height: 8; display: none; }
     #verify-log.-running { display: block; }
+    #rent-cols { height: auto; }
+    #rent-cols > .form-column { width: 1fr; padding-right: 2; }
+    #rent-cols FieldRow .name { width: 12; }
+    #rent-cols FieldRow .plan { display: none; }
+    #rent-cols FieldRow .problem { padding-left: 12; }
+    #rent-cols .section { margin-top: 0; }
+    #rent-head { margin-top: 1; }
+    #option-detail { height: auto; }
+    #rent-report { margin-top: 1; }
     """
     BINDINGS = [Binding(keys, action, title, show=action.split("(")[0] in FOOTER) for keys, action, title, _ in KEYS] + [
         # alt+1..5 switch tabs also while typing in a field (FieldInput leaves them to the app)
@@ -912,11 +1130,20 @@ class WizardApp(App):
         self.verify_passed: bool | None = None
         """The last verify's verdict (None: none ran, or it could not run)."""
         self._start_tab = "plan" if req.model else "training"
-        self._forms: set[str] = set()
+        self._sections: set[str] = set()
+        """The form sections whose title is built (a form is built in two goes: its first field, then the rest)."""
         self._form_lock = asyncio.Lock()
         self._quitting = False
         self.rows: dict[str, FieldRow] = {}
         """The form's rows by field name, as each form tab is built (the first screen's tab first)."""
+        self.rent: RentView | RentProblem | None = None
+        """The Rent tab's answer on screen (recommend runs only while that tab is shown)."""
+        self._rent_debounce = None
+        self._rent_running: RentAsk | None = None
+        """What the recommend worker is answering, None when none runs."""
+        self._rent_rows: list = []
+        """The options in the Rent tab's table, row by row, and their cells as the command line prints them."""
+        self._rent_cells: list[dict[str, str]] = []
 
     # ---------------------------------------------------------------------------------------------- layout
 
@@ -933,7 +1160,8 @@ class WizardApp(App):
             return name  # kept as typed: the plan shows the core's error and its suggestion
 
     FORM_COLUMNS = {"target": (("Where",),), "training": (("What to train", "Trainer"),
-                                                          ("How (auto = the planner decides)",))}
+                                                          ("How (auto = the planner decides)",)),
+                    "rent": (("The job",), ("What to rent",))}
     """The sections of each form tab, column by column."""
 
     def compose(self) -> ComposeResult:
@@ -981,8 +1209,17 @@ class WizardApp(App):
                         yield Static("", id="preview-text")
                 yield Static("", id="bundle-status")
                 yield Log(id="verify-log")
-            # A "what to rent" tab (trl-advisor recommend) belongs here: TabPane("6 Rent", id="rent"), its name in
-            # TABS and its key in KEYS; the plan strip and the palette need nothing more.
+            with TabPane("6 Rent", id="rent"):
+                with VerticalScroll(id="rent-body"):
+                    with Horizontal(id="rent-cols"):
+                        yield Vertical(classes="form-column")
+                        yield Vertical(classes="form-column")
+                    yield Static("", id="rent-head")
+                    yield DataTable(id="options", cursor_type="row", zebra_stripes=True)
+                    yield Static("", id="option-detail")
+                    yield Static("", id="rent-report")
+                    yield Static("", id="rent-command", classes="section")
+                yield Static("", id="help-rent", classes="field-help")
         yield PlanStrip(id="strip")
         yield Footer()
 
@@ -991,57 +1228,105 @@ class WizardApp(App):
         self._narrow(self.size.width)
         if self.values.get("target_mode") == "machine":
             self._probe_machine()  # the plan needs it; for a GPU or a file it waits until the first plan is shown
-        await self._ensure_form(self._start_tab)
+        await self._ensure_form(self._start_tab, first=True)
         self._focus_tab(self._start_tab)
-        # the first screen first, then the first plan, then the forms of the other tabs (or after a while, should
-        # the plan wait for a slow probe)
-        self.call_after_refresh(self.request_changed, immediate=True)
-        self.set_timer(3.0, self._ensure_forms)
+        # the first screen first, then the first plan, then the rest of the forms (or after a while, should the
+        # plan wait for a slow probe)
+        self.call_after_refresh(self._after_first_screen)
+        self.set_timer(3.0, self._build_forms)
 
-    async def _ensure_forms(self) -> None:
-        for tab in self.FORM_COLUMNS:
-            await self._ensure_form(tab)
+    def _after_first_screen(self) -> None:
+        # the rest of the forms once the first plan is shown (_after_first_plan): built meanwhile, they would hold
+        # the plan's worker back (the mounting keeps the event loop and the interpreter busy for a few 100 ms)
+        self.request_changed(immediate=True)
 
-    async def _ensure_form(self, tab: str) -> None:
-        # one form at a time, and none once quitting: a Select mounted while the app closes fails its own mount
+    def _build_forms(self, *tabs: str) -> None:
+        """Build the forms (these tabs' only, or all) in a worker of the app's own: an app handler that awaited the
+        mounting would hold back every other message meanwhile, the first plan's among them."""
+        async def build() -> None:
+            for tab in tabs or sorted(self.FORM_COLUMNS, key=lambda t: t != self._start_tab):  # the shown one first
+                await self._ensure_form(tab)
+
+        if not self._quitting:
+            self.run_worker(build(), group="forms")
+
+    @property
+    def forms_built(self) -> bool:
+        return len(self.rows) == len(FIELDS)
+
+    async def _ensure_form(self, tab: str, *, first: bool = False) -> None:
+        """Build what is not built yet of a form tab (`first`: only its first field, the one the focus starts in).
+        One at a time, and none once quitting: a Select mounted while the app closes fails its own mount."""
         async with self._form_lock:
-            if tab in self.FORM_COLUMNS and tab not in self._forms and not self._quitting:
-                self._forms.add(tab)
-                await self._mount_form(tab)
+            # nothing queried once built: the timer that builds the forms may fire while the app closes
+            if tab in self.FORM_COLUMNS and not self._quitting and any(
+                    s.tab == tab and s.name not in self.rows for s in FIELDS):
+                await self._mount_form(tab, first)
 
-    async def _mount_form(self, tab: str) -> None:
-        """Build a form tab's rows with the current values, problems and plan values. The two forms hold most of the
-        app's widgets: building them before the first screen made it appear about twice as late
-        (python -m bench.wizard_speed), so only the first screen's own form is built before it."""
+    async def _mount_form(self, tab: str, first: bool = False) -> None:
+        """Build the rows of a form tab not built yet, with the current values, problems and plan values, each
+        section under its title. The forms hold most of the app's widgets (the Training form takes about 0.5 s to
+        build on a 2-core machine, a section of it 0.2-0.3 s): building them before the first screen made it appear
+        about twice as late (python -m bench.wizard_speed). So the first screen has its form's first field, the
+        focus in it (keys typed at once land there), and the rest follows once the first plan is shown."""
         gpus = gpu_choices() if tab == "target" else ()
         columns = self.query_one(f"#{tab}-cols").query(".form-column")
-        for column, sections in zip(columns, self.FORM_COLUMNS[tab], strict=True):
+        built: dict[str, FieldRow] = {}
+        for column, column_sections in zip(columns, self.FORM_COLUMNS[tab], strict=True):
             widgets = []
-            for section in sections:
-                widgets.append(Label(section, classes="section", id=f"sec-{section.split()[0].lower()}"))
-                for spec in (s for s in FIELDS if s.section == section):
-                    row = FieldRow(spec, make_editor(spec, self.values.get(spec.name), gpus))
-                    self.rows[spec.name] = row
-                    widgets.append(row)
-            await column.mount_all(widgets)
-        for name in (n for n in self.rows if SPECS[n].tab == tab and n in self.problems):
-            self.rows[name].set_problem(self.problems[name])
+            for section in column_sections:
+                specs = [s for s in FIELDS if s.section == section and s.name not in self.rows]
+                if first:
+                    specs = specs[:1]
+                if not specs:
+                    continue
+                if section not in self._sections:
+                    self._sections.add(section)
+                    widgets.append(Label(section, classes="section",
+                                         id="sec-" + "-".join(w for w in section.lower().split() if w.isalpha())))
+                for spec in specs:
+                    built[spec.name] = FieldRow(spec, make_editor(spec, self.values.get(spec.name), gpus))
+                    widgets.append(built[spec.name])
+                if first:
+                    break
+            if widgets:
+                await column.mount_all(widgets)  # after what the column holds: sections and rows stay in order
+            if first and widgets:
+                break
+        # The rows join self.rows once mounted: messages are handled while the form is built (in a worker), and
+        # what they show on the rows is shown here on the new ones, with any value set meanwhile (a pin, an option)
+        self.rows.update(built)
+        for name, row in built.items():
+            spec, value = SPECS[name], self.values.get(name)
+            if isinstance(row.editor, Select):
+                if row.editor.value != to_choice(spec, value):
+                    row.editor.value = to_choice(spec, value)
+            elif name not in self.problems and row.editor.value != ("" if value is None else str(value)):
+                row.editor.value = "" if value is None else str(value)
+            if name in self.problems:
+                row.set_problem(self.problems[name])
         self._refresh_rows()
         if self.outcome is not None:
             self._show_field_plan_values()
             self._show_outcome_problem_field()
+        if tab == "rent":
+            self._show_rent_tab()
 
     def on_resize(self, event) -> None:
         self._narrow(event.size.width)
         if self.outcome is not None:
             self._show_plan_tab()
             self._show_rules_tab()
+        self._show_rent_tab()
 
     def _table_width(self) -> int:
         return max(40, self.size.width - 8)  # the tab's padding, the page's and the table's scroll bars
 
     def _narrow(self, width: int) -> None:
         self.query_one("#training-cols").set_class(width < 100, "-narrow")
+
+    def _tab(self) -> str:
+        return self.query_one("#tabs", TabbedContent).active
 
     # ------------------------------------------------------------------------------------ the request and form
 
@@ -1072,7 +1357,7 @@ class WizardApp(App):
             else:
                 row.editor.value = "" if value is None else str(value)
         self._refresh_rows()
-        self.request_changed()
+        self._changed(spec)
 
     @on(Input.Changed, ".field")
     def _typed(self, event: Input.Changed) -> None:
@@ -1083,7 +1368,8 @@ class WizardApp(App):
         except AdvisorError as exc:
             value, problem = self.values.get(spec.name), exc
         had = spec.name in self.problems
-        self.rows[spec.name].set_problem(problem)
+        if spec.name in self.rows:  # else mounted a moment ago: the form shows the problem when it joins
+            self.rows[spec.name].set_problem(problem)
         if problem is not None:
             self.problems[spec.name] = problem
         else:
@@ -1093,12 +1379,28 @@ class WizardApp(App):
         if problem is None:
             self.values[spec.name] = value
         self._refresh_rows()
-        self.request_changed()
+        self._changed(spec)
+
+    def _changed(self, spec: FieldSpec) -> None:
+        """A field changed: plan again, or for one of recommend's own flags, ask recommend again only."""
+        if spec.rent_only:
+            self.rent_changed()
+        else:
+            self.request_changed()
 
     @on(Input.Submitted, ".field")
     def _submitted(self, event: Input.Submitted) -> None:
         # Enter in the model field may look a hub id up online; typing never does
-        self.request_changed(immediate=True, network=SPECS[event.input.name].kind == "model")
+        spec = SPECS[event.input.name]
+        if spec.tab == "rent":  # Enter in the Rent tab's form: ask now, and on to the options
+            if spec.rent_only:
+                self.rent_changed(immediate=True)
+            else:
+                self.request_changed(immediate=True)
+                self.rent_changed(immediate=True)
+            self.query_one("#options", DataTable).focus()
+            return
+        self.request_changed(immediate=True, network=spec.kind == "model")
 
     @on(Select.Changed, ".field")
     def _chosen(self, event: Select.Changed) -> None:
@@ -1110,12 +1412,19 @@ class WizardApp(App):
         self._refresh_rows()
         if spec.name == "target_mode":
             self._show_hardware()
-        self.request_changed()
+        if spec.name == "show_all":
+            self._show_rent_tab()  # the same answer, more or fewer of its rows
+            return
+        self._changed(spec)
 
     def on_descendant_focus(self, event) -> None:
         """Under the form: the focused field's flag (what to type on the command line) and what it means."""
         spec = SPECS.get(getattr(event.widget, "name", None) or "")
         if spec is None:
+            if event.widget.id == "options":
+                self.query_one("#help-rent", Static).update(Text.assemble(
+                    ("enter", "bold"), "/", ("o", "bold"), ": plan for this option · ", ("*", "bold green"),
+                    ": on the time-cost front · ", ("bold", "bold"), ": a pick"))
             return
         flag_text = "" if spec.name == "target_mode" else (spec.flag + (" FILE" if spec.kind == "path" else ""))
         line = Text.assemble((flag_text, "bold"), ("  " if flag_text else ""), spec.help or spec.label.lower())
@@ -1130,18 +1439,19 @@ class WizardApp(App):
         if self._debounce is not None:
             self._debounce.stop()
         self._debounce = self.set_timer(0.001 if immediate else DEBOUNCE_S, self._start_plan)
+        self.rent_changed()
 
     @property
     def settled(self) -> bool:
-        """No change is waiting to be planned, the plan on screen is for the current request, and every form tab
-        is built."""
+        """No change is waiting to be planned, the plan on screen is for the current request, every form tab is
+        built, and on the Rent tab, the answer on screen is for what the tab asks."""
         return (self._debounce is None and self.shown_generation == self.generation
-                and len(self._forms) == len(self.FORM_COLUMNS))
+                and self.forms_built and self.rent_settled)
 
     def _start_plan(self) -> None:
         self._debounce = None
         generation = self.generation
-        problems = self._open_problems()
+        problems = {n: p for n, p in self._open_problems().items() if SPECS[n].in_request}
         if problems:
             name, problem = next(iter(problems.items()))
             self._show_strip_problem(problem.message, problem.hint, f"fix {SPECS[name].flag} in the "
@@ -1195,10 +1505,10 @@ class WizardApp(App):
         if first:
             self.call_after_refresh(self._after_first_plan)
 
-    async def _after_first_plan(self) -> None:
+    def _after_first_plan(self) -> None:
         if self.machine is None and not self._probing:
             self._probe_machine()  # this machine's GPUs (the Target tab, whether verify can run here)
-        await self._ensure_forms()
+        self._build_forms()
 
     # ------------------------------------------------------------------------------------------- showing
 
@@ -1235,7 +1545,7 @@ class WizardApp(App):
         """The core's refusal under the field it is about (an unknown model, an unreadable hardware file)."""
         o = self.outcome
         for name, row in self.rows.items():
-            if name in self.problems:
+            if name in self.problems or SPECS[name].rent_only:  # the Rent tab shows recommend's own
                 continue
             about = isinstance(o, PlanProblem) and o.about == name
             row.set_problem(AdvisorError(o.message, hint=o.hint) if about else None)
@@ -1348,6 +1658,7 @@ class WizardApp(App):
     def _show_hardware(self) -> None:
         o, mode = self.outcome, self.values.get("target_mode")
         box = self.query_one("#hw-text", Static)
+        box.set_class(mode == "catalog", "-wrap")  # sentences fold; the probe's tables scroll sideways
         self.query_one("#hw-notes", Static).update("")
         if mode == "catalog":
             if isinstance(o, PlanView) and o.decision.target.origin == "catalog":
@@ -1367,6 +1678,168 @@ class WizardApp(App):
         box.update(text)
         notes = o.notes if isinstance(o, PlanView) else []
         self.query_one("#hw-notes", Static).update(Text("\n".join(f"note: {n}" for n in notes), style="yellow"))
+
+    # ------------------------------------------------------------------------------------------- the Rent tab
+
+    def rent_changed(self, *, immediate: bool = False) -> None:
+        """Ask recommend again after a pause, while the Rent tab is shown (elsewhere its seconds of planning would
+        slow the live plan; the tab asks when it is shown)."""
+        if self._rent_debounce is not None:
+            self._rent_debounce.stop()
+            self._rent_debounce = None
+        if self._tab() == "rent" and not self._quitting:
+            self._rent_debounce = self.set_timer(0.001 if immediate else RENT_DEBOUNCE_S, self._start_rent)
+
+    def _rent_ask(self) -> RentAsk:
+        return rent_ask(self.values, self.passthrough)
+
+    @property
+    def rent_settled(self) -> bool:
+        """Off the Rent tab always; on it, once the answer shown is for what the tab asks."""
+        if self._tab() != "rent":
+            return True
+        return (self._rent_debounce is None and self._rent_running is None and self.rent is not None
+                and self.rent.ask == self._rent_ask())
+
+    def _start_rent(self) -> None:
+        self._rent_debounce = None
+        ask = self._rent_ask()
+        problems = self._open_problems()
+        if problems:  # no run for a value the core refuses: its message, under its field and here
+            name, problem = next(iter(problems.items()))
+            self.rent = RentProblem(ask, "input", problem.message, problem.hint, about=name)
+            self._show_rent_tab()
+            return
+        if self.rent is not None and self.rent.ask == ask:
+            return  # on screen already
+        if self._rent_running is not None:
+            return  # the answer being computed asks again for the newest when it comes
+        self._rent_running = ask
+        self._show_rent_tab()
+        self._recommend(ask)
+
+    @work(thread=True, exclusive=True, group="rent")
+    def _recommend(self, ask: RentAsk) -> None:
+        """compute_rent in a thread of its own, watched from this worker: the worker ends as soon as it is cancelled
+        (the app quits) while the thread, a daemon, is left to end with the process, so quitting does not wait for
+        seconds of planning."""
+        import threading
+
+        from textual.worker import get_current_worker
+
+        answer: list = []
+        thread = threading.Thread(target=lambda: answer.append(compute_rent(ask)), daemon=True,
+                                  name="trl-advisor-recommend")
+        thread.start()
+        worker = get_current_worker()
+        while thread.is_alive():
+            if worker.is_cancelled:
+                return
+            thread.join(0.05)
+        self.post_message(RentReady(ask, answer[0] if answer else None))
+
+    def on_rent_ready(self, message: RentReady) -> None:
+        self._rent_running = None
+        if message.outcome is None:
+            return
+        if message.ask == self._rent_ask():
+            self.rent = message.outcome
+        else:  # an answer for what the tab asked before: dropped, and the newest asked for
+            self.rent_changed(immediate=True)
+        self._show_rent_tab()
+        self.refresh_bindings()
+
+    def _show_rent_tab(self) -> None:
+        r, show_all = self.rent, bool(self.values.get("show_all"))
+        head, report = self.query_one("#rent-head", Static), self.query_one("#rent-report", Static)
+        table = self.query_one("#options", DataTable)
+        ask = self._rent_ask()
+        running = self._rent_running is not None or self._rent_debounce is not None
+        for name, row in self.rows.items():
+            if SPECS[name].rent_only and name not in self.problems:
+                about = isinstance(r, RentProblem) and r.about == name and r.ask == ask
+                row.set_problem(AdvisorError(r.message, hint=r.hint) if about else None)
+        self.query_one("#rent-command", Static).update(Text("$ " + ask.command(show_all)))
+        busy = Text("recommend is planning every GPU type and count for this job…\n" if running else "", style="dim")
+        self._rent_rows, self._rent_cells = [], []
+        if r is None:
+            head.update(busy if running else Text("set the job's size: tokens or steps", style="dim"))
+            fill_table(table, ("",), [], self._table_width(), (None,))
+            report.update("")
+            return
+        if isinstance(r, RentProblem):
+            where = f"   ({SPECS[r.about].flag}, {SPECS[r.about].tab} tab)" if r.about in SPECS else ""
+            head.update(Text.assemble(busy, ("no recommendation\n", "bold red"), (r.message, "red"), "\n",
+                                      ("fix: ", "bold"), r.hint or "", (where, "dim")))
+            fill_table(table, ("",), [], self._table_width(), (None,))
+            report.update("")
+            return
+        headers, rows, under, first = r.table(show_all)
+        stale = r.ask != ask
+        head.update(Text.assemble(busy, (first, "dim" if stale else "bold"),
+                                  ("\n(for an earlier request: the new answer follows)" if stale and not running
+                                   else "", "yellow")))
+        self._rent_rows = [option for option, _, _ in rows]
+        self._rent_cells = [dict(zip(headers, row, strict=True)) for _, _, row in rows]
+        # the command line's columns, one line per option: the plan of the highlighted one is shown under the table;
+        # on a narrow screen the per-GPU-hour price and the derived count make way (the cost and the hours stay)
+        order = [h for h in headers if h != "plan"]
+        if self.size.width < 100:
+            order = [h for h in order if h not in ("$/GPU-h", "steps", "tokens")]
+        cells = []
+        for i, (option, pareto, _row) in enumerate(rows):
+            by = self._rent_cells[i]
+            mark = Text("*" if pareto else " ", style="bold green")
+            label = Text(by["GPUs"], style="bold" if option.best_for else "")  # a pick (named under the table)
+            cells.append((str(i), (mark, label, *(Text(by[h], justify="right") for h in order[1:]))))
+        # the table's width: the tab's padding and two scroll bars (the page's, the table's own)
+        fill_table(table, ("", *order), cells, max(40, self.size.width - 6), (1, None, *(12 for _ in order[1:])))
+        self._show_option_detail()
+        text = Text("\n".join(under))
+        text.highlight_regex(r"^(fastest|cheapest|budget|deadline|prices|hidden|note|next)\b", "bold")
+        report.update(text)
+
+    @on(DataTable.RowHighlighted, "#options")
+    def _show_option_detail(self, _event=None) -> None:
+        """Under the table: the highlighted option's plan, as the command line's table has it."""
+        option = self._highlighted_option()
+        detail = self.query_one("#option-detail", Static)
+        if option is None:
+            detail.update("")
+            return
+        by = self._rent_cells[self._rent_rows.index(option)]
+        picks = ", ".join(PICK_WORDS.get(p, p) for p in option.best_for)
+        detail.update(Text.assemble((f"{by['GPUs']}: ", "bold"), by["plan"], (f"  ({picks})" if picks else "", "green"),
+                                    ("   o: plan for it", "dim")))
+
+    def _highlighted_option(self):
+        table = self.query_one("#options", DataTable)
+        if not isinstance(self.rent, RentView) or table.row_count == 0 or not self._rent_rows:
+            return None
+        return self._rent_rows[min(table.cursor_row, len(self._rent_rows) - 1)]
+
+    @on(DataTable.RowSelected, "#options")
+    async def _option_selected(self, _event: DataTable.RowSelected) -> None:
+        await self.action_use_option()
+
+    async def action_use_option(self) -> None:
+        """Plan for the highlighted option: the request `generate` gets for it (advisor.recommend.generate_request:
+        its GPU, count and nodes, and the method every option was compared with), then the Plan tab."""
+        from advisor.recommend import generate_request
+
+        option = self._highlighted_option()
+        if option is None:
+            self.notify("no option to use yet", severity="warning")
+            return
+        req = generate_request(self.rent.rec, option)
+        await self._ensure_form("target")
+        for name, value in (("target_mode", "catalog"), ("gpu", req.gpu), ("gpus", req.gpus), ("nodes", req.nodes),
+                            ("method", req.method)):
+            if self.values.get(name) != value:
+                self.set_field(name, value)
+        self._show_hardware()
+        await self.action_show_tab("plan")
+        self.notify(f"planning for {option.label()} ({req.method}): the Rent tab's option, as generate writes it")
 
     # ------------------------------------------------------------------------------------------- the bundle
 
@@ -1561,6 +2034,9 @@ class WizardApp(App):
     def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "bundle":
             self._show_files()
+        if event.pane.id == "rent":
+            self._show_rent_tab()
+            self.rent_changed(immediate=True)  # asks only when what the tab asks changed since its answer
         self.refresh_bindings()
 
     async def action_show_tab(self, tab: str) -> None:
@@ -1572,7 +2048,7 @@ class WizardApp(App):
         """Focus the tab's first control at once: were it left for later, the screen would first move the focus
         off the hidden pane to whatever comes next, and which one wins would depend on timing."""
         first = {"target": "#f-target_mode", "training": "#f-model", "plan": "#knobs", "rules": "#findings",
-                 "bundle": "#files"}[tab]
+                 "bundle": "#files", "rent": "#f-tokens"}[tab]
         for widget in self.query(first):  # none while that form is still being built (a key pressed at once)
             widget.focus()
 
@@ -1653,7 +2129,8 @@ class WizardApp(App):
 
     def action_help(self) -> None:
         keys = [(k.replace("question_mark", "?").replace(",", " / "), what) for k, _, _, what in KEYS]
-        keys.insert(5, ("enter", "Plan tab: edit the highlighted knob in the form"))
+        keys.insert(6, ("enter", "Plan tab: edit the highlighted knob in the form; Rent tab: in a field, on to the "
+                             "options; on an option, use it"))
         keys.append(("ctrl+p", "the command palette: every action by name"))
         keys.append(("tab", "next field (shift+tab: previous)"))
         self.push_screen(HelpScreen(keys))
@@ -1664,6 +2141,7 @@ class WizardApp(App):
             self.notify("verify is running: the wizard quits when you ask again after it ends", severity="warning")
             return
         self._quitting = True
+        self.rent_changed()  # no new recommend (one running is left to end with the process)
         async with self._form_lock:  # a form being built finishes first
             self.exit(0)
 

@@ -364,7 +364,7 @@ def test_a_crash_reaches_the_command_line_as_the_exception_with_no_traceback_on_
 def test_usable_at_80_by_24():
     async def scenario(app, pilot):
         texts = {}
-        for tab in ("target", "training", "plan", "rules", "bundle"):
+        for tab in ("target", "training", "plan", "rules", "bundle", "rent"):
             await app.action_show_tab(tab)
             await settle(app, pilot)
             texts[tab] = screen_text(app).splitlines()
@@ -373,7 +373,7 @@ def test_usable_at_80_by_24():
     texts = run(H100, scenario, size=(80, 24))
     for tab, lines in texts.items():
         assert len(lines) == 24 and max(len(line) for line in lines) <= 80
-        assert "1 Target" in lines[0] and "5 Bundle" in lines[0], tab
+        assert "1 Target" in lines[0] and "6 Rent" in lines[0], tab
         assert lines[-4].startswith(" ✓ llama-3.1-8b SFT"), tab  # the plan strip, under every tab
         assert "f1 Help" in lines[-1], tab
 
@@ -392,3 +392,31 @@ def test_alt_digits_switch_tabs_from_inside_a_text_field():
 
     tabs, typed = run(Request(model=""), scenario)
     assert tabs == ["target", "plan"] and typed == ""
+
+
+def test_alt_6_is_the_rent_tab():
+    async def scenario(app, pilot):
+        await pilot.press("section_sign")  # alt+6 (tmux: Esc 6)
+        await settle(app, pilot)
+        return app.query_one("#tabs").active, app.focused.id
+
+    assert run(Request(model=""), scenario) == ("rent", "f-tokens")
+
+
+def test_the_first_screen_takes_keys_at_once_and_the_rest_of_its_form_follows():
+    # bare `trl-advisor`: only the model's section is built before the first screen (bench.wizard_speed), yet a
+    # model typed at once lands in the field, and every section of every form is built soon after
+    from tui import FIELDS, make_app
+
+    async def main():
+        app = make_app(Request(model=""), probe=fixture_probe("no_gpu.json"))
+        async with app.run_test(size=(100, 32)) as pilot:
+            early = (app.focused.id, set(app.rows))
+            await pilot.press(*"8B")
+            await settle(app, pilot)
+            return early, set(app.rows), app.query_one("#f-model").value, app.outcome
+
+    (focused, early_rows), rows, typed, outcome = asyncio.run(main())
+    assert focused == "f-model" and "model" in early_rows
+    assert rows == {s.name for s in FIELDS}
+    assert typed == "8B" and outcome.ok and outcome.request.model == "8B"

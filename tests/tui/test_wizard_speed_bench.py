@@ -39,3 +39,15 @@ def test_a_marker_that_never_appears_times_out():
     with pytest.raises(TimeoutError, match="tokens/s"):
         first_seen(lambda: "1 Target", ["1 Target", "tokens/s"], clock=lambda: now[0], sleep=sleep, start=0.0,
                    timeout=3.0)
+
+
+def test_every_scenario_is_a_command_line_the_wizard_takes():
+    from advisor.cli import build_parser
+    from bench.wizard_speed import H100_FILE, SCENARIOS
+
+    assert H100_FILE.exists()
+    for args, markers in SCENARIOS.values():
+        if args:
+            parsed = build_parser().parse_args(args)
+            assert parsed.command == "wizard" or getattr(parsed, "func", None) is not None
+        assert markers and all(isinstance(m, str) and m for m in markers)

@@ -120,3 +120,34 @@ def test_without_a_terminal_the_usage_and_a_usage_error(args):
     assert lines[-2] == "error: the wizard needs a terminal: stdin and stdout are not both one"
     assert lines[-1].startswith("hint: ")
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("not_a_terminal", ["stdin", "stdout"])
+def test_with_only_one_of_stdin_and_stdout_a_terminal_the_usage_and_a_usage_error(not_a_terminal):
+    master, slave = pty.openpty()
+    try:
+        streams = {"stdin": slave, "stdout": slave, not_a_terminal: subprocess.PIPE}
+        proc = subprocess.Popen([sys.executable, "-m", "advisor", "wizard", "--model", "8B"], stdin=streams["stdin"],
+                                stdout=streams["stdout"], stderr=subprocess.PIPE, env=ENV, cwd=REPO, text=True)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert proc.returncode == 2
+    lines = err.splitlines()
+    assert lines[0].startswith("usage: trl-advisor wizard")
+    assert lines[-2:] == ["error: the wizard needs a terminal: stdin and stdout are not both one",
+                          "hint: run it in a terminal, or give a command: trl-advisor generate --model 8B --gpus 8 "
+                          "--gpu H100-80GB"]
+
+
+def test_quitting_while_recommend_plans_is_clean():
+    # that quitting does not wait for the recommend: test_wizard_rent (a recommend that never ends)
+    term = Terminal(["wizard", "--model", "8B", "--gpu", "H100-80GB", "--gpus", "8", "--trainer", "grpo", "--steps",
+                     "500"])
+    term.wait_for("tokens/s")
+    term.send(b"6")
+    term.wait_for("recommend is planning")  # GRPO on every GPU type and count: seconds
+    term.send(b"\x11")  # ctrl+q
+    assert term.exit_code() == 0, term.text[-800:]
+    assert "Traceback" not in term.text and "internal error" not in term.text

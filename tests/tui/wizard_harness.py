@@ -3,6 +3,7 @@ screenshots.
 
     python tests/tui/wizard_harness.py snapshots   # rewrite tests/tui/snapshots/*.svg (look at them first)
     python tests/tui/wizard_harness.py docs        # rewrite docs/wizard/*.svg (shown in README.md)
+    python tests/tui/wizard_harness.py text [NAME] # print the screens as text, at both sizes (to look at them)
 
 Snapshots are compared byte for byte; they depend only on the request, the fixture hardware files and the
 terminal size (no clock, no probe of the machine the tests run on, cursor blink off).
@@ -25,6 +26,8 @@ SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 DOCS = REPO / "docs" / "wizard"
 VERSIONS_FILE = SNAPSHOTS / "VERSIONS"
 SIZES = ((100, 32), (80, 24))
+DOC_SCREENS = ("target", "machine", "training", "plan", "rules", "bundle", "rent")
+"""The screens docs/wizard/ shows (README.md), at 100 x 32."""
 H100_FILE = "h100_sxm_x8_nvlink.json"
 
 
@@ -47,7 +50,7 @@ async def settle(app, pilot, timeout: float = 60.0) -> None:
     start = time.monotonic()
     while True:
         await pilot.pause(0.02)
-        busy = [w for w in app.workers if w.is_running and w.group in ("plan", "probe", "write", "verify")]
+        busy = [w for w in app.workers if w.is_running and w.group in ("plan", "probe", "write", "verify", "rent", "forms")]
         if app.settled and not busy:
             break
         if time.monotonic() - start > timeout:
@@ -80,13 +83,15 @@ def no_blink(app) -> None:
 # ---------------------------------------------------------------------------------------------- the screens
 
 def screens() -> dict[str, dict]:
-    """name -> how to reach it: the request, the probe fixture, and the tab or key to show."""
+    """name -> how to reach it: the request, the tab, then fields typed (`fields`: name -> text), the folder, the
+    widget focused and keys pressed. The probe is always the no_gpu.json fixture ("this machine" has no GPU)."""
     from advisor.core.request import Request
 
     h100 = Request(model="8B", gpu="H100-80GB", gpus=8)
     grpo_file = Request(model="qwen2.5-7b", trainer="grpo", hardware=H100_FILE)
     return {
         "target": {"request": grpo_file, "tab": "target"},
+        "machine": {"request": Request(model="8B"), "tab": "target"},
         "training": {"request": grpo_file, "tab": "training"},
         "plan": {"request": h100, "tab": "plan"},
         "rules": {"request": Request(model="qwen2.5-7b", gpu="H100-80GB", gpus=8, seq_len=32768, sp_size=7),
@@ -94,11 +99,15 @@ def screens() -> dict[str, dict]:
         "bundle": {"request": h100, "tab": "bundle", "out": "bundles/llama-8b", "keys": ("down", "down")},
         "help": {"request": h100, "tab": "plan", "keys": ("f1",)},
         "light": {"request": h100, "tab": "bundle", "out": "bundles/llama-8b", "keys": ("t",)},
+        "rent": {"request": Request(model="8B", tokens=1_000_000_000), "tab": "rent", "fields": {"max_gpus": "16"},
+                 "focus": "#options", "keys": ("down",)},
     }
 
 
-async def capture(name: str, size: tuple[int, int], workdir: Path, *, title: str | None = None) -> str:
-    """The SVG of one screen at one size, run with `workdir` as the current folder (the fixture file copied in)."""
+async def capture(name: str, size: tuple[int, int], workdir: Path, *, title: str | None = None,
+                  text: bool = False) -> str:
+    """The SVG of one screen at one size (`text`: the screen as plain text instead), run with `workdir` as the
+    current folder (the fixture file copied in)."""
     import os
 
     from tui import make_app
@@ -114,13 +123,21 @@ async def capture(name: str, size: tuple[int, int], workdir: Path, *, title: str
             await settle(app, pilot)
             await app.action_show_tab(spec["tab"])
             await settle(app, pilot)
+            for field, typed in spec.get("fields", {}).items():
+                app.query_one(f"#f-{field}").value = typed
+                await settle(app, pilot)
             if "out" in spec:
                 app.query_one("#out").value = spec["out"]
+                await settle(app, pilot)
+            if "focus" in spec:
+                app.query_one(spec["focus"]).focus()
                 await settle(app, pilot)
             for key in spec.get("keys", ()):
                 await pilot.press(key)
             no_blink(app)
             await settle(app, pilot)
+            if text:
+                return screen_text(app)
             return app.export_screenshot(title=title or f"trl-advisor wizard: {name}")
     finally:
         os.chdir(old)
@@ -145,7 +162,7 @@ def write_docs() -> None:
     import tempfile
 
     DOCS.mkdir(parents=True, exist_ok=True)
-    for name in ("target", "training", "plan", "rules", "bundle"):
+    for name in DOC_SCREENS:
         with tempfile.TemporaryDirectory() as tmp:
             svg = asyncio.run(capture(name, (100, 32), Path(tmp), title="trl-advisor"))
         (DOCS / f"{name}.svg").write_text(svg, encoding="utf-8")
@@ -157,5 +174,12 @@ if __name__ == "__main__":
         write_snapshots()
     elif what == "docs":
         write_docs()
+    elif what == "text":
+        import tempfile
+
+        for name in sys.argv[2:] or list(screens()):
+            for size in SIZES:
+                with tempfile.TemporaryDirectory() as tmp:
+                    print(f"--- {name} {size[0]}x{size[1]}\n" + asyncio.run(capture(name, size, Path(tmp), text=True)))
     else:
-        sys.exit("usage: python tests/tui/wizard_harness.py snapshots|docs")
+        sys.exit("usage: python tests/tui/wizard_harness.py snapshots|docs|text [NAME ...]")
