@@ -203,6 +203,17 @@ class Evaluated:
         return self.run.peak_allocated + (self.run.failed_request or 0)
 
 
+def _evaluated(run, model, plan, mem, spd) -> Evaluated:
+    """One run next to the model's prediction for its plan and the two baseline estimators'."""
+    return Evaluated(
+        run=run, model=model, pred_allocated=mem.per_gpu_peak_bytes, pred_reserved=mem.per_gpu_reserved_bytes,
+        pred_step=spd.step_seconds, fits=mem.fits, capacity=mem.capacity_bytes, phase=mem.phase,
+        accelerate=B.accelerate_estimate(model, plan.precision, plan.method),
+        deepspeed=B.deepspeed_estimate(model, plan.backend, plan.zero_stage, plan.offload, plan.gpus_per_node,
+                                       plan.nodes),
+        headroom=mem.headroom_bytes)
+
+
 @dataclass
 class Report:
     rows: list[Evaluated]
@@ -326,13 +337,7 @@ def evaluate(runs: list[Run]) -> list[Evaluated]:
         target = Target(gpu=gpu, gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
         with _dropout(run.lora_dropout):
             mem, spd = estimate_plan(model, plan, target)
-        out.append(Evaluated(
-            run=run, model=model, pred_allocated=mem.per_gpu_peak_bytes, pred_reserved=mem.per_gpu_reserved_bytes,
-            pred_step=spd.step_seconds, fits=mem.fits, capacity=mem.capacity_bytes, phase=mem.phase,
-            accelerate=B.accelerate_estimate(model, plan.precision, plan.method),
-            deepspeed=B.deepspeed_estimate(model, plan.backend, plan.zero_stage, plan.offload, plan.gpus_per_node,
-                                           plan.nodes),
-            headroom=mem.headroom_bytes))
+        out.append(_evaluated(run, model, plan, mem, spd))
     order = {"fit": 0, "holdout": 1}
     out.sort(key=lambda e: (order.get(e.run.split, 2), e.run.status != "ok", e.run.source != "bench", e.run.name))
     return out
@@ -366,13 +371,7 @@ def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) ->
                   # verify's quick mode times micro-batches, not whole steps: the step time its tokens/s implies
                   step_seconds=plan.tokens_per_step / m["tokens_per_second"] if trained else None,
                   torch_total=(rec.get("memory") or {}).get("torch_total_bytes"))
-        out.append(Evaluated(
-            run=run, model=model, pred_allocated=mem.per_gpu_peak_bytes, pred_reserved=mem.per_gpu_reserved_bytes,
-            pred_step=spd.step_seconds, fits=mem.fits, capacity=mem.capacity_bytes, phase=mem.phase,
-            accelerate=B.accelerate_estimate(model, plan.precision, plan.method),
-            deepspeed=B.deepspeed_estimate(model, plan.backend, plan.zero_stage, plan.offload, plan.gpus_per_node,
-                                           plan.nodes),
-            headroom=mem.headroom_bytes))
+        out.append(_evaluated(run, model, plan, mem, spd))
     return out
 
 
