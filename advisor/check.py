@@ -349,7 +349,7 @@ def render_estimate(result: dict[str, Any]) -> str:
     if r.get("unsloth"):
         from advisor.model.calibration import UNSLOTH_UNMEASURED
 
-        lines.append(f"  unmeasured: {UNSLOTH_UNMEASURED}")
+        lines.append(f"  Unsloth: {UNSLOTH_UNMEASURED}")
     if result.get("job"):
         lines.append(f"job: {describe_job(result['job'])}")
     findings = result.get("findings") or []

@@ -45,14 +45,17 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-2026-11-29-part2.jsonl",
            "bench/results/h200-2026-12-01-part1.jsonl", "bench/results/h200-2026-12-01-part3.jsonl",
            "bench/results/plan-quality-h200-2026-12-01-part1.jsonl",
-           "bench/results/plan-quality-h200-2026-12-01-part2.jsonl")
+           "bench/results/plan-quality-h200-2026-12-01-part2.jsonl",
+           "bench/results/h200-2026-12-01-part4.jsonl", "bench/results/plan-quality-h200-2026-12-01-part3.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts. The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
 measured like a calibration row; their names start with "pq-"."""
 SPOT = "tests/model/data/h200_spot.jsonl"
 VERIFY = "bench/results/verify-h200-2026-11-29.jsonl"
 VERIFY_1201 = ("bench/results/verify-h200-2026-12-01-1157.jsonl", "bench/results/verify-h200-2026-12-01-1206.jsonl",
-               "bench/results/verify-h200-2026-12-01-1214.jsonl", "bench/results/verify-h200-2026-12-01-1217.jsonl")
+               "bench/results/verify-h200-2026-12-01-1214.jsonl", "bench/results/verify-h200-2026-12-01-1217.jsonl",
+               "bench/results/verify-h200-2026-12-01-1442.jsonl", "bench/results/verify-h200-2026-12-01-1505-unsloth.jsonl",
+               "bench/results/verify-h200-2026-12-01-1508-twin.jsonl")
 """Bundles run by `trl-advisor verify` on one H200 on 2026-12-01 (bench/verify_runs.py records): planner-picked
 plans, never used to fit or to derive a term; reported on their own and counted in the near-capacity margin."""
 DOC = "docs/accuracy.md"
@@ -346,13 +349,17 @@ def evaluate(runs: list[Run]) -> list[Evaluated]:
 def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) -> list[Evaluated]:
     """The verify records that trained or ran out of memory, each as an Evaluated row of split "verify": the plan
     read back from the bundle's files (verify's `plan`), predicted by the model in this commit on its GPU. The last
-    record of a case counts (a budget-skipped case was run again in a later file)."""
+    record of a case counts (a budget-skipped case was run again in a later file). Unsloth plans are left out: their
+    estimate is declared an upper bound, not the calibrated model (advisor.model.calibration.UNSLOTH_UNMEASURED
+    quotes their run; docs/verify.md shows it)."""
     from advisor.core.plan import Plan
 
     last: dict[str, dict] = {}
     for rel in paths:
         for rec in _read_jsonl(root / rel):
             v = rec.get("verify") or {}
+            if (v.get("plan") or {}).get("unsloth"):
+                continue
             if rec.get("status") == "ok" and v.get("plan") and v.get("measured"):
                 last[rec["case"]] = rec
     out = []
@@ -766,7 +773,9 @@ def _issue14_section(w, report: Report) -> None:
       "backward), not two residual grads and three; the final norm's saved tensors are freed before the first "
       "layer's backward; fp32 LoRA adapters with dropout hold two fp32 grads of the widest input; Qwen3/Gemma3's "
       "per-head q/k norms save an fp32 copy; Gemma's norms keep their fp32 normalized tensor and Gemma 2's "
-      "soft-capping its tanh output; Phi-3's fused qkv output stays alive through the saved v view; SDPA on "
+      "soft-capping its tanh output; Phi-3's fused qkv output stays alive through the saved v view, and its "
+      "rotary's torch.cat leaves q in [b, heads, s, d], so SDPA's output is copied back for o_proj (found with "
+      "saved-tensor hooks on the CPU; the Phi-3-mini near-capacity row went from -3.1 % to -0.0 %); SDPA on "
       "sliding-window layers gets a mask torch turns into a bf16 bias per layer, with k and v expanded; DPO and KTO "
       "score only the completion. Speed (advisor/model/speed.py): the extra norms' and the MoE routing's kernels and "
       "HBM bytes, the experts' skinny grouped GEMMs, the full score matrix and bias reads of masked SDPA, DPO/KTO's "
@@ -1150,17 +1159,24 @@ def render_markdown(report: Report) -> str:
       "360M -36 %, the verify bundle ZeRO-3 0.5B +20 %): the per-tensor hook costs are added to the GPU time, while "
       "on a GPU-bound step they overlap it. The part2 file's DeepSpeed rows are also the only transformers 5.24 rows "
       "(the rest ran 5.17), so the data cannot show a term for the transformers version: none is added.")
-    w("- GRPO/RLOO generation without vLLM is CPU-bound (a decode step is launches, not bandwidth): the decode cost "
-      "per kernel and the generation round's fixed cost are fitted; the 1.5B and 3B rows decode slower per kernel "
-      "than the 0.5B ones (-17 % and -12 %) and the verify bundle (no min_new_tokens, 64 completions) faster (+23 %).")
+    w("- GRPO/RLOO generation without vLLM is bound by the host CPU (a decode step is kernel launches). The size "
+      "sweep of 2026-12-01 (Qwen2.5 0.5B, 1.5B, 3B, 7B; 384-token prompts, 4 completions of 128 tokens, 8 per step) "
+      "measured 2.81, 2.87, 3.67 and 3.57 s per step: the cost follows the layer count (7B's 28 layers as fast as "
+      "3B's 36), not the weights, and the model, which counts launches per layer, predicted them 22-42 % too slow, "
+      "while the earlier rows with 1-2k-token prompts, measured on other machines, came out 9-17 % too fast. The "
+      "same six plan-quality GRPO rows measured up to 39 % apart on two H200 machines of one day (the pick 1,073 "
+      "then 1,496 tokens/s), and consecutive steps of one run spread 10-40 %: the host CPU, which the GPU's name does "
+      "not tell, decides this step time, and a refit cannot serve both machines (it moves MFU_CEILING by 2 % and "
+      "nothing else). Four of the 2026-11-29 GRPO rows measured again on a 2026-12-01 machine "
+      "(bench/results/h200-2026-12-01-grpo-rerun.jsonl; not in the tables, whose rows keep their first record) "
+      "ran 10-20 % faster (3.57 -> 3.23, 8.24 -> 7.18, 8.89 -> 7.28 and 6.81 -> 5.43 s per step), and there the "
+      "model over-predicts them by 2-11 %, the short-prompt sweep by 22-42 %: on one machine, what is left looks like "
+      "a cost in the prompt length the model does not count, which these rows cannot yet separate from the machine. "
+      "Records now note the host CPU and any background build beside the rows (bench/run.py).")
     w("- Peak reserved of ZeRO runs is under-predicted by 10-25 % on small models: the step's flat fp32/16-bit "
       "buffers come from new allocator segments, not from the activations' freed blocks. The allocator frees its "
       "cache before it fails, and near capacity the ZeRO rows measured reserved within +1.1 %, so this is not an OOM "
       "risk; it is left unmodelled.")
-    w("- Phi-3-mini without checkpointing at 98 % of the usable memory is under-predicted by 3.1 % (it was -8.2 %): "
-      "about 6 kB per token and layer that no tensor read from the code accounts for (SDPA with a materialized mask "
-      "on the memory-efficient kernel). The planner's margin covers it: it is the largest u of the near-capacity "
-      "table.")
     w("- Checkpointed runs of the 0.5B model at 2k tokens or fewer per micro-batch are predicted too slow: they are "
       "bound by the CPU, and the per-layer cost of checkpointing (`CKPT_LAYER_SECONDS`) is one constant, while the "
       "measurements show it growing with the micro-batch.")
@@ -1219,17 +1235,18 @@ def render_markdown(report: Report) -> str:
       f"`{report.spot_command}`. Left out: " + (", ".join(report.excluded_spot) or "none")
       + " (reentrant checkpointing is not a plan knob).")
     w("")
-    w("Rows that measured nothing:")
-    w("")
-    w("| run | split | status | reason |")
-    w("|---|---|---|---|")
-    for name, split, status, reason in report.not_measured:
-        w(f"| {name} | {split} | {status} | {reason.replace('|', '/')} |")
-    w("")
-    w("The two 2026-12-01 rows above were skipped by every part's budget (the GRPO row with 16 completions and "
-      "checkpointing at micro-batch 64): checkpointing at large micro-batches is measured by the plan-quality rows "
-      "instead (Llama-3.2-1B, 16 x 4096 tokens, with and without Liger).")
-    w("")
+    if report.not_measured:
+        w("Rows that measured nothing:")
+        w("")
+        w("| run | split | status | reason |")
+        w("|---|---|---|---|")
+        for name, split, status, reason in report.not_measured:
+            w(f"| {name} | {split} | {status} | {reason.replace('|', '/')} |")
+        w("")
+    else:
+        w("Every row of the matrix measured something (the two 2026-12-01 rows earlier budgets skipped, the GRPO row "
+          "with 16 completions and the checkpointed micro-batch 64, ran in the part4 file).")
+        w("")
     w("In the first file the DeepSpeed rows failed before training: DeepSpeed 0.19.8's op builder could not parse "
       "TORCH_CUDA_ARCH_LIST=\"9.0a\" (set by the machine's image) while JIT-building FusedAdam "
       "(deepspeed/ops/op_builder/builder.py compute_capability_args; rule DS012). The second file measures them "

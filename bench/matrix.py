@@ -181,7 +181,17 @@ def _rows() -> list[dict[str, Any]]:
         row(Q15, trainer="grpo", seq=2048, mb=4, num_generations=4, completion=256, beta=0.0, ckpt=False),
         row(Q3, trainer="grpo", seq=2048, mb=8, num_generations=8, completion=128, beta=0.04),
         *_family_rows(),
+        *_generation_size_rows(),
     ]
+
+
+def _generation_size_rows() -> list[dict[str, Any]]:
+    """GRPO generation against model size, every other knob held (issue 14): Qwen2.5 0.5B to 7B, 448-token prompts,
+    4 completions of 128 tokens each, 8 completions per step, no KL reference. The 2026-12-01 rows had the 1.5B and
+    3B generation-bound rows 9-17 % slower than predicted and the 0.5B ones faster: one size sweep separates what
+    grows with the weights (HBM bytes per decode step) from the per-kernel CPU cost that does not."""
+    return [row(m, trainer="grpo", seq=512, mb=8, num_generations=4, completion=128, beta=0.0,
+                stratum="generation-size-4", attn=None) for m in MODELS[:4]]
 
 
 def _family_rows() -> list[dict[str, Any]]:
@@ -389,12 +399,13 @@ def discount_shared_checkpoints(rows: list[dict]) -> None:
 
 def estimate_seconds(r: dict, a: dict | None = None, *, warmup: int = 1, steps: int = 3) -> float:
     """Wall seconds of one row, child start to exit: fixed costs plus warmup + measured optimizer steps (a row's
-    own `steps` when fewer; GRPO/RLOO measure at most 2, see bench.worker.GRPO_MEASURED_STEPS)."""
+    own `steps` when fewer; GRPO/RLOO measure at most 2, or their own `generation_steps`, see
+    bench.worker.measured_steps)."""
     a = a or _arch(r)
     if r.get("steps"):
         steps = min(steps, int(r["steps"]))
     if r["trainer"] in GENERATING:
-        steps = min(steps, 2)
+        steps = int(r["generation_steps"]) if r.get("generation_steps") else min(steps, 2)
     P = a["params"] / 1e9
     step = _step_guess(r, a)
     fixed = 2.2 + 0.15 * P
@@ -564,6 +575,9 @@ def validate(rows: list[dict]) -> list[str]:
             problems.append(f"{name}: layers must be a positive integer")
         if r.get("steps") is not None and (not isinstance(r["steps"], int) or r["steps"] < 1):
             problems.append(f"{name}: steps must be a positive integer")
+        g = r.get("generation_steps")
+        if g is not None and (not isinstance(g, int) or g < 1 or r["trainer"] not in GENERATING):
+            problems.append(f"{name}: generation_steps must be a positive integer, on a GRPO/RLOO row")
         if r["trainer"] == "dpo" and r["seq_len"] < 8:
             problems.append(f"{name}: dpo seq_len too short")
     return problems

@@ -36,7 +36,8 @@ from bench import matrix as M
 REPO = Path(__file__).resolve().parents[1]
 DOC = "docs/plan-quality.md"
 RESULTS: tuple[str, ...] = ("bench/results/plan-quality-h200-2026-12-01-part1.jsonl",
-                            "bench/results/plan-quality-h200-2026-12-01-part2.jsonl")
+                            "bench/results/plan-quality-h200-2026-12-01-part2.jsonl",
+                            "bench/results/plan-quality-h200-2026-12-01-part3.jsonl")
 """Committed plan-quality measurements (bench/results/*.jsonl), in the order they were measured (the last record of
 a name counts: the second file measured what the first one's budget skipped); the report reads these."""
 GOAL = 0.95
@@ -46,6 +47,7 @@ MAX_CONFIGS = 7
 STRATUM = "plan-quality"
 GPU = "H200"
 STEPS = 3
+GRPO_STEPS = 8
 """Measured steps per row: ZeRO-3 rows are still slow at their second step (bench/results 2026-11-29), so a median
 over three keeps one slow step from deciding the comparison."""
 
@@ -56,6 +58,8 @@ class Workload:
     what: str
     request: dict[str, Any]
     """advisor Request fields (gpu and gpus are added: one H200)."""
+    generation_steps: int | None = None
+    """Measured steps of a GRPO/RLOO workload's rows (bench.worker.measured_steps; else 2)."""
 
 
 WORKLOADS: tuple[Workload, ...] = (
@@ -69,7 +73,10 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("grpo-0.5b", "GRPO, Qwen2.5-0.5B, full, 4 completions of 48 tokens per prompt of 208, 8 completions "
              "per step, generation with transformers (no vLLM)",
              {"model": "qwen2.5-0.5b", "trainer": "grpo", "method": "full", "seq_len": 256, "max_completion_len": 48,
-              "num_generations": 4, "global_batch": 8, "vllm": "none"}),
+              "num_generations": 4, "global_batch": 8, "vllm": "none"},
+             # its candidates are predicted within 8 % of each other, and two steps of ~2 s spread 9-25 %
+             # (plan-quality-h200-2026-12-01-part1.jsonl): eight steps make the median comparable
+             generation_steps=GRPO_STEPS),
 )
 
 
@@ -189,6 +196,8 @@ def bench_row(w: Workload, c: Candidate) -> dict[str, Any]:
         r["name"] = M.make_name(r)
     r["lora_r"] = p.lora_r if p.method in ("lora", "qlora") else None
     r["name"] = f"pq-{w.key}-{r['name']}"
+    if w.generation_steps:
+        r["generation_steps"] = w.generation_steps
     r.update(pq_workload=w.key, pq_role=c.role, pq_plan=p.short(),
              pq_predicted_tokens_per_second=round(c.tokens_per_second, 1), pq_predicted_peak_bytes=c.peak_bytes,
              pq_predicted_reserved_bytes=c.reserved_bytes)
@@ -329,11 +338,11 @@ def render(records: dict[str, dict], paths: tuple[str, ...] | list[str]) -> str:
        "`bench.plan_quality` takes at least five neighbours from its candidate space: the next smaller and larger "
        "micro-batch the model says fit, checkpointing flipped, Liger flipped, another backend, both flipped, then "
        "the next-fastest predicted. Each ran on one H200 through `bench.run` (random weights, synthetic data, the "
-       f"median of {STEPS} measured steps after one warm-up step). Goal: the pick's measured tokens/s at least "
+       f"median of {STEPS} measured steps after one warm-up step; GRPO rows: the steps each record names). Goal: the pick's measured tokens/s at least "
        f"{100 * GOAL:.0f} % of the best measured of its workload; a pick that ran out of memory scores 0. \"Then\" "
        "is what the model predicted when the rows were written, \"now\" the model in this commit; \"pick now\" says "
        "whether the planner in this commit still picks the measured pick. Step spread: the slowest over the fastest "
-       "measured step, less 1 (GRPO measures two steps): a ranking closer than it is not measured.")
+       "measured step, less 1: a ranking closer than it is not measured.")
     w_("")
     if not records:
         w_("No measurements yet: `bash bench/calibration_run.sh OUT_DIR SECONDS` runs these rows on an H200 "

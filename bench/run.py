@@ -43,6 +43,21 @@ SPAWN_IMPORT_SECONDS = 15.0
 """A fresh interpreter importing the training stack (added to each row's estimate in spawn mode)."""
 
 
+def host_cpu() -> dict[str, Any]:
+    """The host CPU a row ran on: launch-bound steps (small models, GRPO/RLOO generation without vLLM) take its speed,
+    and machines of one GPU kind differ in it (2026-12-01: the same GRPO rows 4-39 % apart on two H200 machines)."""
+    out: dict[str, Any] = {"logical_cpus": os.cpu_count()}
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    out["model"] = line.split(":", 1)[1].strip()
+                    break
+    with contextlib.suppress(OSError, AttributeError):
+        out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[1],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -458,7 +473,9 @@ def main(argv: list[str] | None = None) -> int:
            "fork_probe": probe, "preimport": imp, "spec_source": spec_source(), "device": a.device,
            "steps": a.steps, "warmup": a.warmup,
            "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
-           "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST")}
+           "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST"), "host_cpu": host_cpu(),
+           # a JIT build beside the rows competes for the CPU that launch-bound rows (GRPO generation) depend on
+           "background_build": ops if bg is not None else None}
     with contextlib.suppress(Exception):
         import torch
 

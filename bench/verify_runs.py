@@ -92,6 +92,18 @@ CASES: list[dict] = [
      "shows": "Liger's kernels through apply_liger_kernel_to_<model_type> (not TRL's deprecated flag)"},
     {"name": "gkd-0.5b-teacher-1.5b", "model": "0.5B", "generate": ["--trainer", "gkd", "--teacher", "1.5B"],
      "verify": [], "shows": "GKD distilling a 1.5B teacher (its own random weights) into a 0.5B student"},
+    {"name": "gkd-0.5b-teacher-1.5b-single", "model": "0.5B",
+     "generate": ["--trainer", "gkd", "--teacher", "1.5B", "--backend", "single"], "verify": [],
+     "shows": "the same GKD pinned to one GPU without DeepSpeed (logits under bf16 autocast, not DeepSpeed's bf16)"},
+    # Unsloth against the plain Hugging Face plan of the same knobs (issue 12). The Unsloth bundle needs its own
+    # environment (trl 1.15, transformers <= 5.17, datasets 4.x): run this case with that environment first on
+    # PYTHONPATH, and the twin with the TRL 1.16 one (bench/unsloth_h200.sh)
+    {"name": "unsloth-7b-qlora", "model": "7B",
+     "generate": ["--method", "qlora", "--unsloth", "--seq-len", "2048", "--micro-batch", "8", "--grad-ckpt"],
+     "verify": [], "shows": "Unsloth QLoRA (its offloaded checkpointing, its kernels), in its own environment"},
+    {"name": "qlora-7b-hf-twin", "model": "7B",
+     "generate": ["--method", "qlora", "--seq-len", "2048", "--micro-batch", "8", "--grad-ckpt", "--no-liger"],
+     "verify": [], "shows": "the plain Hugging Face QLoRA plan with the Unsloth case's knobs, for comparison"},
 ]
 
 

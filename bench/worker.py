@@ -87,10 +87,13 @@ RESOLVED_ARG_KEYS = (
 
 def measured_steps(row: dict, steps: int) -> int:
     """Measured optimizer steps of a row: the run's --steps, or the row's own `steps` when it names fewer (a costly
-    row), and at most GRPO_MEASURED_STEPS for the generating trainers."""
+    row), and at most GRPO_MEASURED_STEPS for the generating trainers unless the row names its own
+    `generation_steps` (the plan-quality GRPO rows: their candidates differ by less than two steps' spread)."""
     if row.get("steps"):
         steps = min(steps, int(row["steps"]))
-    return min(steps, GRPO_MEASURED_STEPS) if row["trainer"] in GENERATING_TRAINERS else steps
+    if row["trainer"] not in GENERATING_TRAINERS:
+        return steps
+    return int(row["generation_steps"]) if row.get("generation_steps") else min(steps, GRPO_MEASURED_STEPS)
 
 
 def liger_function_name(model_type: str) -> str:

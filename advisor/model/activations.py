@@ -108,7 +108,8 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
     fp32 input down to bf16 (autocast caches casts of weights, not of activations); otherwise it is x itself,
     shared. lora_A's output [t, r] is saved by lora_B for each adapted Linear."""
     h, q, i_w = d.h, d.q, d.I if not d.moe else 0
-    sdpa_copy = 1 if plan.attn in COPYING_ATTN else 0
+    # ...and for SDPA too when the rotary leaves q in [b, heads, s, d] (dims.ROPE_CAT_TYPES: Phi-3)
+    sdpa_copy = 1 if plan.attn in COPYING_ATTN or (d.rope_cat and plan.attn == "sdpa") else 0
     if plan.method == "full":
         return t * pr.act * (2 * h + sdpa_copy * q + i_w)
     compute = FP32 if pr.act == FP32 else HALF  # the adapter GEMM's dtype (autocast / DeepSpeed / FSDP2: 16-bit)

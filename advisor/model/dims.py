@@ -18,7 +18,7 @@ class Dims:
                  "quantized", "max_linear", "max_in", "largest_module", "tensors", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
                  "norms", "qkv_linears", "gate_up_linears", "qk_norm", "gemma_norm", "attn_softcap",
-                 "sliding_fraction", "fused_qkv", "_lora")
+                 "sliding_fraction", "fused_qkv", "rope_cat", "_lora")
 
     def __init__(self, m: ModelSpec) -> None:
         self.model = m
@@ -49,6 +49,7 @@ class Dims:
         self.qkv_linears = 1 if m.fused_qkv else 3
         self.fused_qkv = m.fused_qkv
         self.qk_norm = m.qk_norm
+        self.rope_cat = m.model_type in ROPE_CAT_TYPES
         # Gemma's RMSNorm computes `(x * rsqrt(...)) * (1.0 + weight.float())` in fp32 and casts the result
         # (transformers models/gemma2, gemma3 Gemma*RMSNorm), so a trained weight's grad needs the fp32 normalized
         # tensor; Llama-style norms cast to the input dtype first (`weight * x.to(input_dtype)`).
@@ -92,6 +93,15 @@ GEMMA_NORM_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")
 """model_types whose RMSNorm runs in fp32 up to the output cast (Gemma*RMSNorm: `output * (1.0 + weight.float())`)."""
 ATTN_SOFTCAP_TYPES = ("gemma2",)
 """model_types whose eager attention soft-caps the scores (tanh, whose output its backward saves)."""
+ROPE_CAT_TYPES = ("phi3",)
+"""model_types whose apply_rotary_pos_emb ends in `torch.cat([q_rot * cos + rotate_half(q_rot) * sin, q_pass], -1)`
+(modeling_phi3.py, for partial rotary, also at full rotary where q_pass is empty): q and k are written as new
+contiguous [b, heads, s, d] tensors, where Llama's elementwise rotary keeps q_proj's [b, s, heads, d] layout. SDPA's
+cuDNN and flash backends allocate their output in the query's layout (torch/_meta_registrations.py
+alloc_with_matching_layout), so `attn_output.transpose(1, 2).contiguous()` (integrations/sdpa_attention.py) copies,
+and o_proj saves the copy. Checked on the CPU with saved-tensor hooks (Phi-3 against Llama of the same dimensions:
+one extra [t, heads x head_dim] tensor per layer, gone when Llama's rotary is swapped in); on the H200 it is the
+3.2 % the Phi-3-mini near-capacity row was under-predicted by (4.1 GiB at 22,528 tokens x 32 layers x 3072 x 2 B)."""
 SLIDING_MIX_FRACTION = {"gemma2": 0.5, "gemma3": 5 / 6, "gemma3_text": 5 / 6}
 """Sliding-window layers per layer of a "sliding-mix" model (Gemma 2: alternating; Gemma 3: 5 local per global)."""
 

@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from advisor.core.errors import AdvisorError
 from advisor.core.plan import Plan
+from advisor.model.calibration import UNSLOTH_UPPER_BOUND
 from advisor.verify import quick
 from advisor.verify.checks import (
     machine,
@@ -182,10 +183,11 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, rand
     if run_step.status == FAIL and oom_in(log_lines):
         oom_text = _out_of_memory(out, b, metrics, log_lines, decide=decide)
     real_unpacked = not synthetic_data and not (b.plan.packing if b.plan else False)
+    bound = UNSLOTH_UPPER_BOUND if b.plan is not None and b.plan.unsloth else None
     out.steps.append(step_memory(out, metrics, run_step, log_lines, real_data_unpacked=real_unpacked,
-                                 oom_text=oom_text))
+                                 oom_text=oom_text, upper_bound=bound))
     out.steps.append(step_speed(out, metrics, run_step, hardware_step, b.plan is not None, b.plan_error,
-                                real_data_unpacked=real_unpacked, warmup=choice.warmup))
+                                real_data_unpacked=real_unpacked, warmup=choice.warmup, upper_bound=bound))
     loss_step, finite = step_loss(metrics, run_step)
     out.steps.append(loss_step)
     out.measured["loss_finite"] = finite

@@ -126,6 +126,10 @@ def test_cheap_rows_first(rows):
 MEASURED_OOM = {"sft-g2-2b-full-bf16-single-nockpt-s2048-b8"}
 """Near-capacity rows that ran out of memory on the H200 (bench/results/h200-2026-12-01-part1.jsonl): the model now
 predicts them not to fit, as measured (Gemma 2's fp32 norm outputs and soft-capped scores, activations.py)."""
+MEASURED_ABOVE_USABLE = {"sft-phi3mini-full-bf16-single-nockpt-s2048-b11"}
+"""Near-capacity rows that ran but used more than the usable memory (capacity less the safety margin): Phi-3-mini
+reserved 138.5 GiB (h200-2026-12-01-part3.jsonl) against 134.8 usable; with the o_proj copy its rotary causes counted
+(dims.ROPE_CAT_TYPES) the model predicts 137.1 GiB, over the usable memory, so the planner would not choose it."""
 
 
 def test_new_rows_are_planned_near_capacity_by_the_advisor():
@@ -150,6 +154,8 @@ def test_new_rows_are_planned_near_capacity_by_the_advisor():
         share = mem.per_gpu_reserved_bytes / usable
         if r["name"] in MEASURED_OOM:
             assert not mem.fits and 1.0 < share <= 1.15, (r["name"], share)
+        elif r["name"] in MEASURED_ABOVE_USABLE:
+            assert not mem.fits and 1.0 < share <= 1.04, (r["name"], share)
         else:
             assert mem.fits and 0.80 <= share <= 1.0, (r["name"], share)
     assert len(families) >= 3

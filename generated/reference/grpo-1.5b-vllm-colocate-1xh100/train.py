@@ -64,7 +64,7 @@ CONFIG = {
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: weights and Adam states held in bf16 (model loaded with dtype=bfloat16); H100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 16,  # 16: the largest that fits with headroom (32 needs 104.0 GiB, over the 72.7 GiB limit)
+    'micro_batch': 16,  # 16: the largest that fits with headroom (32 needs 104.0 GiB, over the 72.5 GiB limit)
     'grad_accum': 4,  # 16 x 1 data-parallel x 4 = 64 sequences per step (target 64); divisible by num_generations 8 (GRPOConfig rule)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
@@ -512,6 +512,12 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
     if args.max_steps <= 0:
         trainer.save_model(args.output_dir)
+    # Every process gets here before any tears the process group down: a node whose processes leave first closes the
+    # rendezvous store under the others (seen as a TCPStore abort in a two-node run; torch also warns when
+    # destroy_process_group is never called).
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -424,6 +424,12 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
     if args.max_steps <= 0:
         trainer.save_model(args.output_dir)
+    # Every process gets here before any tears the process group down: a node whose processes leave first closes the
+    # rendezvous store under the others (seen as a TCPStore abort in a two-node run; torch also warns when
+    # destroy_process_group is never called).
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

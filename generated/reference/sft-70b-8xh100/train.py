@@ -63,7 +63,7 @@ CONFIG = {
     'seq_len': 1024,  # TRL's max_length default (1024)
     'micro_batch': 8,  # 8: the largest that stays within the global batch
     'grad_accum': 1,  # 8 x 8 data-parallel x 1 = 64 sequences per step (target 64)
-    'grad_ckpt': True,  # on: without it the plan does not fit: needs 66.0 GiB per GPU, limit 57.8 GiB
+    'grad_ckpt': True,  # on: without it the plan does not fit: needs 66.0 GiB per GPU, limit 57.6 GiB
     'liger': True,  # on: predicted faster or smaller
     'attn': 'sdpa',  # sdpa: PyTorch's fused attention, no extra package
     'packing': False,  # off: packing changes which samples share a sequence, a data choice left to --packing
@@ -441,6 +441,12 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
     if args.max_steps <= 0:
         trainer.save_model(args.output_dir)
+    # Every process gets here before any tears the process group down: a node whose processes leave first closes the
+    # rendezvous store under the others (seen as a TCPStore abort in a two-node run; torch also warns when
+    # destroy_process_group is never called).
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -60,9 +60,9 @@ CONFIG = {
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: the model computes in 16-bit; DeepSpeed keeps fp32 master weights and fp32 Adam states (partitioned by ZeRO); H100-80GB has bf16
     'seq_len': 131072,  # user pin (--seq-len 131072)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 98.6 GiB, over the 72.2 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 98.6 GiB, over the 72.0 GiB limit)
     'grad_accum': 16,  # 4 x 1 data-parallel x 16 = 64 sequences per step (target 64)
-    'grad_ckpt': True,  # on: without it the plan does not fit: needs 149.1 GiB per GPU, limit 72.2 GiB
+    'grad_ckpt': True,  # on: without it the plan does not fit: needs 149.1 GiB per GPU, limit 72.0 GiB
     'liger': True,  # on: predicted faster or smaller
     'attn': 'flash_attention_2',  # user pin (--attn flash_attention_2)
     'packing': False,  # off: packing changes which samples share a sequence, a data choice left to --packing
@@ -428,6 +428,12 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
     if args.max_steps <= 0:
         trainer.save_model(args.output_dir)
+    # Every process gets here before any tears the process group down: a node whose processes leave first closes the
+    # rendezvous store under the others (seen as a TCPStore abort in a two-node run; torch also warns when
+    # destroy_process_group is never called).
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ CONFIG = {
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: base weights 4-bit NF4 (bitsandbytes), compute in bf16; peft keeps the adapters and their Adam states in fp32; RTX-4090 has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 2,  # 2: the largest that fits with headroom (4 needs 33.3 GiB, over the 21.0 GiB limit)
+    'micro_batch': 2,  # 2: the largest that fits with headroom (4 needs 33.3 GiB, over the 20.9 GiB limit)
     'grad_accum': 32,  # 2 x 1 data-parallel x 32 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
@@ -452,6 +452,12 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
     if args.max_steps <= 0:
         trainer.save_model(args.output_dir)
+    # Every process gets here before any tears the process group down: a node whose processes leave first closes the
+    # rendezvous store under the others (seen as a TCPStore abort in a two-node run; torch also warns when
+    # destroy_process_group is never called).
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
