@@ -380,6 +380,12 @@ class PlanView:
     def notes(self) -> list[str]:
         return list(getattr(self.decision, "notes", []) or [])
 
+    @property
+    def target_notes(self) -> list[str]:
+        from advisor.search.planner import PLAN_NOTE_PREFIXES
+
+        return [n for n in self.notes if not n.startswith(PLAN_NOTE_PREFIXES)]
+
 
 @dataclass
 class PlanProblem:
@@ -1676,7 +1682,7 @@ class WizardApp(App):
         text = Text.assemble(("This machine\n" if mode == "machine" else f"{o.request.hardware}\n", "bold underline"))
         text.append_text(hardware_text(report))
         box.update(text)
-        notes = o.notes if isinstance(o, PlanView) else []
+        notes = o.target_notes if isinstance(o, PlanView) else []
         self.query_one("#hw-notes", Static).update(Text("\n".join(f"note: {n}" for n in notes), style="yellow"))
 
     # ------------------------------------------------------------------------------------------- the Rent tab

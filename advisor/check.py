@@ -346,9 +346,11 @@ def render_estimate(result: dict[str, Any]) -> str:
     parts = sorted(((v, k) for k, v in spd.get("breakdown_seconds", {}).items() if v > 0), reverse=True)[:4]
     if parts:
         lines.append("  " + ", ".join(f"{k} {v:.2f} s" for v, k in parts))
-    if r.get("unsloth"):
-        from advisor.model.calibration import UNSLOTH_UNMEASURED
+    from advisor.model.calibration import HOST_BOUND_NOTE_SHARE, UNSLOTH_UNMEASURED, host_bound_note
 
+    if (spd.get("host_bound_share") or 0.0) >= HOST_BOUND_NOTE_SHARE:
+        lines.append(f"  host-bound: {host_bound_note(spd['host_bound_share'])}")
+    if r.get("unsloth"):
         lines.append(f"  Unsloth: {UNSLOTH_UNMEASURED}")
     if result.get("job"):
         lines.append(f"job: {describe_job(result['job'])}")

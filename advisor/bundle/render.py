@@ -661,6 +661,12 @@ def recreate_command(plan: Plan, model: ModelSpec, target: Target, request: Requ
 
 # ------------------------------------------------------------------------------------------------- rendering
 
+def _host_note(result: dict) -> str | None:
+    """The host-bound note of the plan's speed figure (advisor.model.calibration.host_bound_note), or None."""
+    share = (result.get("speed") or {}).get("host_bound_share") or 0.0
+    return calibration.host_bound_note(share) if share >= calibration.HOST_BOUND_NOTE_SHARE else None
+
+
 _RESULT_KEYS = ("memory", "speed")
 
 
@@ -758,6 +764,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "beta": beta,
         "bema": bema,
         "unsloth_note": calibration.UNSLOTH_UNMEASURED,
+        "host_note": _host_note(result),
         # LIGER_MODEL_TYPES: the model types liger-kernel 0.8.5 has an apply_liger_kernel_to_<type> for
         "liger_apply": f"apply_liger_kernel_to_{model.model_type}" if model.model_type in LIGER_MODEL_TYPES else None,
         "generating": plan.trainer in GENERATING_TRAINERS,

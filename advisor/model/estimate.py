@@ -15,7 +15,7 @@ from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model.job import job_entry
 from advisor.model.memory import MemoryEstimate, estimate_memory
-from advisor.model.speed import SpeedEstimate, estimate_speed
+from advisor.model.speed import SpeedEstimate, estimate_speed, host_bound_share
 
 BREAKDOWN_KEYS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
 
@@ -67,7 +67,8 @@ def result_dict(req: Request | None, model: ModelSpec, target: Target, plan: Pla
         "speed": {"step_seconds": spd.step_seconds, "tokens_per_second": spd.tokens_per_second, "mfu": spd.mfu,
                   "amortized_seconds_per_step": spd.amortized_seconds,
                   "effective_tokens_per_second": spd.effective_tokens_per_second,
-                  "breakdown_seconds": dict(spd.breakdown), "flops_per_step_per_gpu": spd.flops_per_step},
+                  "breakdown_seconds": dict(spd.breakdown), "flops_per_step_per_gpu": spd.flops_per_step,
+                  "host_bound_share": host_bound_share(plan, spd)},
         "findings": list(findings or []),
         "notes": list(target.notes),
         # the whole run's rate: one-off work outside the steps (precomputed reference log-probs) included

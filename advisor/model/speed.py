@@ -685,6 +685,24 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
                          mfu=mfu, amortized_seconds=amortized, breakdown=breakdown, flops_per_step=ga * micro["flops"])
 
 
+HOST_BOUND_PARTS = ("overhead",)
+"""Step-time parts the host CPU sets: kernel launches beyond the GPU's own work, DeepSpeed's per-tensor hooks and the
+Trainer's fixed cost; generation with transformers' generate (no vLLM) is added by host_bound_share (its decode steps
+are launches)."""
+
+
+def host_bound_share(plan: Plan, speed: SpeedEstimate) -> float:
+    """The share of the predicted step that the host CPU sets rather than the GPU. Where it is large the step follows
+    the host CPU, which machines of one GPU kind do not share, and the model knows the GPU only (docs/accuracy.md:
+    step-time error by host-bound share)."""
+    if speed.step_seconds <= 0:
+        return 0.0
+    host = sum(speed.breakdown.get(k, 0.0) for k in HOST_BOUND_PARTS)
+    if plan.trainer in ("grpo", "rloo", "gkd") and (plan.trainer == "gkd" or plan.vllm_mode in (None, "", "none")):
+        host += speed.breakdown.get("generation", 0.0)
+    return min(1.0, host / speed.step_seconds)
+
+
 BEMA_UPDATE_FREQ = 400
 """trl BEMACallback update_freq and ref_model_update_freq defaults (trl/trainer/callbacks.py, experimental/
 bema_for_ref_model/callback.py): the BEMA weights are updated, and the reference reloaded from them, every 400 steps."""

@@ -17,6 +17,7 @@ from advisor.core.request import Request
 from advisor.core.specs import GIB, ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
+from advisor.model import speed as speed_model
 from advisor.model.estimate import estimate_plan, result_dict
 from advisor.resolve import (
     DEFAULT_SEQ_LEN,
@@ -307,6 +308,11 @@ def impractical(c: Candidate) -> bool:
     return c.speed is not None and c.speed.step_seconds > IMPRACTICAL_STEP_SECONDS
 
 
+PLAN_NOTE_PREFIXES = ("Unsloth: ", "speed: ")
+"""Notes decide adds about the chosen plan's figures, after the target's own notes (the wizard's Target tab shows only
+the target's)."""
+
+
 def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     """Search and build the generate JSON (without writing anything)."""
     check_request(req)
@@ -323,6 +329,9 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
             f"no plan for {model.id} ({req.trainer}) fits {target.describe()}: searched {decision.considered} "
             "configurations", hint=smallest_change(req, model, target))
     c = decision.chosen
+    share = speed_model.host_bound_share(c.plan, c.speed) if c.speed is not None else 0.0
+    if share >= calibration.HOST_BOUND_NOTE_SHARE:
+        decision.notes.append("speed: " + calibration.host_bound_note(share))
     if impractical(c):
         raise NoFeasiblePlanError(
             f"no practical plan for {model.id} ({req.trainer}) on {target.describe()}: the best that fits, "

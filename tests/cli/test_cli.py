@@ -127,3 +127,21 @@ def test_unsloth_figures_say_they_are_an_upper_bound(capsys):
     assert "Measured once, on one H200" in out
     assert main(["estimate", "--model", "8B", "--method", "qlora", "--gpu", "RTX-4090", "--gpus", "1"]) == 0
     assert "upper bound" not in capsys.readouterr().out
+
+
+def test_a_host_bound_plan_says_its_speed_follows_the_host_cpu(capsys, tmp_path):
+    """GRPO without vLLM on a small model is kernel launches (the host CPU); an 8B SFT on H100s is GPU work: only the
+    first is told that its tokens/s moves with the CPU, in estimate and in generate."""
+    from advisor.cli import main
+
+    grpo = ["--model", "0.5B", "--trainer", "grpo", "--vllm", "none", "--gpu", "H200-141GB", "--gpus", "1"]
+    assert main(["estimate", *grpo]) == 0
+    assert "host-bound: " in capsys.readouterr().out
+    assert main(["generate", *grpo, "--out", str(tmp_path / "g")]) == 0
+    assert "note: speed: " in capsys.readouterr().err
+    assert "Host-bound: " in (tmp_path / "g" / "README.md").read_text()
+    sft = ["--model", "8B", "--gpu", "H100-80GB", "--gpus", "8"]
+    assert main(["estimate", *sft]) == 0
+    assert "host-bound" not in capsys.readouterr().out
+    assert main(["generate", *sft, "--out", str(tmp_path / "s")]) == 0
+    assert "host CPU" not in "".join(capsys.readouterr())

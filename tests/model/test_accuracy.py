@@ -346,3 +346,23 @@ def test_the_summary_shows_the_family_holdout_next_to_the_splits(report):
     text = (REPO / A.DOC).read_text()
     assert "| leave one family out |" in text and "| verify, 2026-12-01 |" in text
     assert "## Plan quality, measured" in text and "## Issue 14: what changed" in text
+
+
+def test_host_bound_figures_are_the_report_s(report):
+    """The note a host-bound plan gets quotes the report: the median step-time error of the runs at least
+    HOST_BOUND_NOTE_SHARE host-bound, and the largest gap between two machines measuring the same row."""
+    band = [s for s in A.host_band_stats([e for e in report.rows if e.run.status == "ok" and e.err_step is not None])
+            if s["band"][0] >= MC.HOST_BOUND_NOTE_SHARE]
+    assert len(band) == 1 and band[0]["n"] >= 10
+    assert abs(band[0]["median"] - MC.HOST_BOUND_STEP_ERROR_MEDIAN) < 0.001
+    # the grpo-0.5b plan-quality pick measured by two machines of 2026-12-01 (part1, part3)
+    pick = "pq-grpo-0.5b-grpo-q0.5b-full-bf16-single-nockpt-s256-b8-g4c48-beta0"
+    tps = []
+    for rel in ("bench/results/plan-quality-h200-2026-12-01-part1.jsonl",
+                "bench/results/plan-quality-h200-2026-12-01-part3.jsonl"):
+        rec = next(r for r in A._read_jsonl(A.REPO / rel) if r.get("name") == pick)
+        tps.append(rec["timing"]["tokens_per_second"])
+    assert round(max(tps) / min(tps) - 1, 2) == MC.HOST_MACHINE_SPREAD
+    # host-bound runs are where the step-time errors are: most runs over 20 % sit in that band
+    over = [e for e in report.rows if e.run.status == "ok" and e.err_step is not None and abs(e.err_step) > 0.2]
+    assert sum(e.host_share >= MC.HOST_BOUND_NOTE_SHARE for e in over) > len(over) / 2
