@@ -11,8 +11,8 @@
 # Results: OUT_DIR/verify-unsloth.jsonl, OUT_DIR/verify-twin.jsonl (copy them to bench/results/).
 set -euo pipefail
 out="$(mkdir -p "${1:?usage: UNSLOTH_SITE=DIR TRL_SITE=DIR bash bench/unsloth_h200.sh OUT_DIR}" && cd "$1" && pwd)"
-: "${UNSLOTH_SITE:?set UNSLOTH_SITE to the Unsloth environment's site folder}"
-: "${TRL_SITE:?set TRL_SITE to the TRL 1.16 environment's site folder}"
+: "${UNSLOTH_SITE:?set UNSLOTH_SITE to the site folder of the Unsloth environment}"
+: "${TRL_SITE:?set TRL_SITE to the site folder of the TRL 1.16 environment}"
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 # Unsloth's loader asks the Hub for statistics and opens a socket unless told it is offline
