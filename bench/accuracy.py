@@ -46,8 +46,12 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-01-part1.jsonl", "bench/results/h200-2026-12-01-part3.jsonl",
            "bench/results/plan-quality-h200-2026-12-01-part1.jsonl",
            "bench/results/plan-quality-h200-2026-12-01-part2.jsonl",
-           "bench/results/h200-2026-12-01-part4.jsonl", "bench/results/plan-quality-h200-2026-12-01-part3.jsonl")
-"""Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts. The
+           "bench/results/h200-2026-12-01-part4.jsonl", "bench/results/plan-quality-h200-2026-12-01-part3.jsonl",
+           "bench/results/h200-2026-12-01-grpo-rerun.jsonl", "bench/results/h200-2026-12-01-gen-a.jsonl",
+           "bench/results/h200-2026-12-01-gen-b.jsonl", "bench/results/h200-2026-12-01-gen-validate.jsonl",
+           "bench/results/h200-2026-12-01-gen-c.jsonl", "bench/results/h200-2026-12-01-host-bound-again.jsonl")
+"""Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
+the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
 measured like a calibration row; their names start with "pq-"."""
 SPOT = "tests/model/data/h200_spot.jsonl"
@@ -91,6 +95,20 @@ BEFORE_ISSUE_14 = {
 module's functions on that commit's advisor package (`git archive 23ab5c9`), kept here for the closing note."""
 
 SPLITS = ("fit", "holdout", "all")
+DECODE_PROBE = "bench/results/decode-probe-h200-2026-12-01.json"
+"""bench/decode_probe.py on one H200 (Qwen2.5-0.5B; its fourth case was cut by the command's time limit)."""
+GENERATION_CHECK = "bench/rows/generation-validate-2026-12-01.json"
+GENERATION_CHECK_THEN = {
+    "grpo-l1b-full-bf16-single-ckpt-s1536-b8-g4c128-beta0": 2.688,
+    "grpo-q3-1.7b-full-bf16-single-ckpt-s768-b16-g8c192-beta0": 7.556,
+    "rloo-q1.5b-full-bf16-single-ckpt-s1024-b8-g4c64-beta0.05": 2.44,
+    "grpo-q0.5b-full-bf16-single-nockpt-s2560-b8-g4c96-beta0": 2.816,
+}
+"""Step seconds the model of commit 33c721e predicted for the GRPO/RLOO rows of GENERATION_CHECK, written down before
+they ran (holdout rows chosen to test the generation model on a family, completion count, trainer and prompt length
+it had not been measured at)."""
+SPREAD_WIDE = 0.40
+"""A configuration whose records lie more than 40 % apart: no single prediction is within 18 % of both."""
 
 NEAR_PLAN_FRACTION = 0.15
 """A plan is "predicted near capacity" when its predicted peak reserved is within 15 % of the usable memory
@@ -117,7 +135,8 @@ FITTED: tuple[tuple[Any, str, Any, str, str], ...] = (
     (S, "MFU_CEILING", 0.55, "", "step time, jointly with the speed constants below (mean \\|log error\\|)"),
     (S, "LAUNCH_SECONDS", 35e-6, "s", "step time (joint fit)"),
     (S, "CKPT_LAYER_SECONDS", 3e-3, "s", "step time (joint fit)"),
-    (S, "DECODE_LAUNCH_SECONDS", 35e-6, "s", "step time (joint fit; new: the decode step used LAUNCH_SECONDS)"),
+    (S, "DECODE_LAUNCH_SECONDS", 35e-6, "s", "step time (joint fit; new: the decode step used LAUNCH_SECONDS; "
+     "refitted with GENERATE_CALL_SECONDS on the medians of the re-measured GRPO/RLOO rows)"),
     (S, "BNB_MATMUL_SECONDS", 0.0, "s", "step time (joint fit; new: QLoRA's per-call CPU cost was not counted)"),
     (S, "GENERATE_CALL_SECONDS", 0.4, "s", "step time (joint fit; new: a GRPO/RLOO generation round's fixed cost, "
      "seeded from the 0.5B GRPO rows' intercept)"),
@@ -149,6 +168,23 @@ class Run:
     lora_dropout: float | None = None
     nvml_overhead: int | None = None
     """NVML's used memory minus max_memory_reserved (bench rows): the CUDA context and what the driver holds."""
+    step_records: tuple[float, ...] = ()
+    """Every measured record's median step time of this configuration, in the order measured (step_seconds is
+    their median, step_of_records)."""
+
+    @property
+    def step_spread(self) -> float | None:
+        """Largest / smallest record's step time - 1: how far measurements of this one configuration lie apart."""
+        r = self.step_records
+        return max(r) / min(r) - 1 if len(r) > 1 else None
+
+
+def step_of_records(records: list[float]) -> float | None:
+    """A configuration's step time: the median over its records. A host-bound step (transformers' generate, small
+    micro-batches) measured on two machines of one GPU kind, or twice on one, differs by up to 77 % (the
+    reproducibility table of docs/accuracy.md), so one record is one draw; memory is deterministic and comes from
+    the last record."""
+    return statistics.median(records) if records else None
 
 
 @dataclass
@@ -254,10 +290,17 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
     """The measured runs (ok and oom) and what the report needs about the rest (records, env, budget)."""
     runs: list[Run] = []
     last: dict[str, dict] = {}
+    steps: dict[str, list[float]] = {}
     for rel in results:
         for rec in _read_jsonl(root / rel):
             rec["_file"] = rel
-            last[rec["name"]] = rec  # bench/README.md: the last record of a name counts
+            if rec.get("status") in ("ok", "oom") or last.get(rec["name"], {}).get("status") not in ("ok", "oom"):
+                # bench/README.md: the last record of a name counts, and a measured one over one that measured
+                # nothing (a row skipped for a later run's budget keeps its earlier measurement)
+                last[rec["name"]] = rec
+            t = rec.get("timing") or {}
+            if rec.get("status") == "ok" and t.get("median_step_seconds"):
+                steps.setdefault(rec["name"], []).append(float(t["median_step_seconds"]))
     meta: dict[str, Any] = {"not_measured": [], "versions": {}, "gpu": {}, "budget": None, "steps": None,
                             "warmup": None, "excluded_spot": []}
     for name in sorted(last):
@@ -273,12 +316,12 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
                 meta["budget"] = b.group(1) if b else None
             continue
         mem = rec["memory"]
-        timing = rec.get("timing") or {}
         lora = (rec.get("resolved") or {}).get("lora") or {}
         runs.append(Run(
             name=name, source="bench", split=split, status=status, knobs=row,
             peak_allocated=int(mem["peak_allocated_bytes"]), peak_reserved=int(mem["peak_reserved_bytes"]),
-            step_seconds=timing.get("median_step_seconds") if status == "ok" else None,
+            step_seconds=step_of_records(steps.get(name, [])) if status == "ok" else None,
+            step_records=tuple(steps.get(name, ())) if status == "ok" else (),
             torch_total=mem.get("torch_total_bytes"),
             failed_request=_parse_request(rec.get("error")) if status == "oom" else None,
             lora_dropout=lora.get("lora_dropout"),
@@ -997,10 +1040,129 @@ def _host_bound_section(w, rows: list[Evaluated]) -> None:
         w(f"| {label} | {s['n']} | {_pct(s['median'], False) if s['n'] else '-'} | "
           f"{_pct(s['worst'], False) if s['n'] else '-'} | {s['over_20']} |")
     w("")
+    again = [e.run.step_spread for e in rows if e.run.step_spread is not None and e.host_share >= 0.75]
     w("Where the GPU sets the step, the model is within a few percent; where the host CPU does, the errors are "
-      "several times larger in both directions: the same rows measured up to 39 % apart on two machines of one GPU kind "
-      "(the GRPO rows in the known gaps), and the model knows the GPU, not the host CPU.")
+      "several times larger in both directions: the same configuration measured up to "
+      f"{_pct(max(again) if again else None, False)} apart on machines of one GPU kind (below), and the model knows "
+      "the GPU, not the host CPU.")
     w("")
+
+
+def remeasured(rows: list[Evaluated]) -> list[Evaluated]:
+    """The ok rows measured more than once, widest spread first."""
+    out = [e for e in rows if e.run.status == "ok" and e.run.step_spread is not None]
+    return sorted(out, key=lambda e: (-e.run.step_spread, e.run.name))
+
+
+def spread_floor(spread: float) -> float:
+    """The smallest worst |error| one prediction can have against two records `spread` apart (the geometric
+    midpoint: sqrt(1 + s) - 1 each way)."""
+    return (1 + spread) ** 0.5 - 1
+
+
+def _reproducibility_section(w, rows: list[Evaluated]) -> None:
+    again = remeasured(rows)
+    if not again:
+        return
+    spreads = [e.run.step_spread for e in again]
+    wide = [e for e in again if e.run.step_spread > SPREAD_WIDE]
+    w("### Step time measured more than once")
+    w("")
+    w(f"{len(again)} configurations were measured on more than one machine or day (one H200 each; every GRPO/RLOO row "
+      "and the three SFT rows whose predicted step is at least 75 % host-bound were measured again on 2026-12-01, "
+      "the GRPO/RLOO rows with five measured steps: `python -m bench.run --generation-steps 5`). Their step time in "
+      "every table is the median of their records (bench/accuracy.py step_of_records); memory comes from the last "
+      f"record. Spread is the largest record / the smallest - 1: median {_pct(_median(spreads), False)}, worst "
+      f"{_pct(max(spreads), False)}; {len(wide)} configurations spread more than {100 * SPREAD_WIDE:.0f} %, and "
+      f"against records {_pct(max(spreads), False)} apart no prediction is within "
+      f"{_pct(spread_floor(max(spreads)), False)} of both.")
+    w("")
+    w("| run | split | host-bound share | records, s per step | spread | ours s | err vs the median | "
+      "err vs each record |")
+    w("|---|---|---|---|---|---|---|---|")
+    for e in again:
+        recs = ", ".join(f"{x:.3f}" for x in e.run.step_records)
+        each = ", ".join(_pct(e.pred_step / x - 1) for x in e.run.step_records)
+        w(f"| {e.run.name} | {e.run.split} | {100 * e.host_share:.0f} % | {recs} | {_pct(e.run.step_spread, False)} | "
+          f"{_secs(e.pred_step)} | {_pct(e.err_step)} | {each} |")
+    w("")
+
+
+def decode_probe_summary(path: str = DECODE_PROBE, root: Path = REPO) -> dict[str, Any] | None:
+    """Ranges over the probe's cases: kernels, GPU kernel ms and wall ms per decode step, and the host's us per
+    1-element CUDA op under no_grad."""
+    f = root / path
+    if not f.exists():
+        return None
+    d = json.loads(f.read_text())
+    rows = d["rows"]
+    if not rows:
+        return None
+    host = [r["host"]["nograd_op_us"] for r in rows] + [d["host"]["nograd_op_us"]]
+
+    def span(key: str) -> tuple[float, float]:
+        return min(r[key] for r in rows), max(r[key] for r in rows)
+
+    return {"cases": len(rows), "kernels": span("kernels_per_decode_step"), "gpu_ms": span("gpu_decode_step_ms"),
+            "wall_ms": span("decode_step_ms"), "host_us": (min(host), max(host)),
+            "prompts": sorted({r["prompt"] for r in rows}), "batches": sorted({r["batch"] for r in rows}),
+            "models": sorted({r["model"] for r in rows}), "versions": d.get("versions", {})}
+
+
+def _err_of(rows: list[Evaluated], name: str) -> str:
+    for e in rows:
+        if e.run.name == name and e.err_step is not None:
+            return _pct(e.err_step)
+    return "n/a"
+
+
+def _generation_terms_text(rows: list[Evaluated], verify: list[Evaluated]) -> str:
+    """bench/generation_terms.py's candidates, as a sentence: each one's worst holdout error next to the model's."""
+    from bench import generation_terms as GT
+
+    cands = GT.compare(GT.generation_rows([e for e in rows + verify if e.run.status == "ok"]))
+    base, others = cands[0], cands[1:]
+    parts = [f"{c['candidate']} {_pct(c['worst']['holdout'], False)}" for c in others]
+    return ("Each candidate term of `python -m bench.generation_terms`, fitted with the decode constants on the fit "
+            "rows' generation time by least squares, against its form without one (holdout worst "
+            f"{_pct(base['worst']['holdout'], False)}): " + ", ".join(parts) + " (holdout worst); none is added, "
+            "as none does better on the rows it was not fitted on by more than one point.")
+
+
+def _generation_gap(w, rows: list[Evaluated], verify: list[Evaluated]) -> None:
+    gen = [e for e in rows if e.run.status == "ok" and e.err_step is not None
+           and e.run.knobs.get("trainer") in ("grpo", "rloo")]
+    errs = [e.err_step for e in gen]
+    ho = [e.err_step for e in gen if e.run.split == "holdout"]
+    probe = decode_probe_summary()
+    by_name = {e.run.name: e for e in gen}
+    check = []
+    for name, then in GENERATION_CHECK_THEN.items():
+        e = by_name.get(name)
+        if e is not None:
+            check.append(f"{_pct(then / e.run.step_seconds - 1)} then, {_pct(e.err_step)} now")
+    text = ("- GRPO/RLOO generation without vLLM is bound by the host CPU. ")
+    if probe:
+        text += (f"bench/decode_probe.py timed transformers' generate as TRL calls it ({', '.join(probe['models'])}, "
+                 f"prompts of {' and '.join(map(str, probe['prompts']))} tokens, "
+                 f"{' and '.join(map(str, probe['batches']))} sequences, {DECODE_PROBE}): one decode step launched "
+                 f"{probe['kernels'][0]:,.0f}-{probe['kernels'][1]:,.0f} kernels and kept the GPU busy "
+                 f"{probe['gpu_ms'][0]:.1f}-{probe['gpu_ms'][1]:.1f} ms of its {probe['wall_ms'][0]:.0f}-"
+                 f"{probe['wall_ms'][1]:.0f} ms, whatever the prompt length, and a 1-element CUDA op took "
+                 f"{probe['host_us'][0]:.0f}-{probe['host_us'][1]:.0f} us on that host. ")
+    text += (f"Measured again on 2026-12-01 machines (the table above), a GRPO/RLOO configuration's records spread up "
+             f"to {_pct(max((e.run.step_spread or 0.0) for e in gen), False)} and consecutive steps of one run "
+             "10-40 %: the host CPU, which the GPU's name does not tell, sets this step time. On the medians, the two "
+             "generation constants refitted (DECODE_LAUNCH_SECONDS, GENERATE_CALL_SECONDS: the constants these records "
+             "inform; the calibrate command of Fitted constants, run on every speed constant but BNB_MATMUL_SECONDS "
+             "(its note), then moves MFU_CEILING alone, by 2 % for a 0.4 % lower objective: not taken), the {len(gen)} GRPO/RLOO runs are within {_pct(_median([abs(x) for x in errs]), False)} "
+             f"median, {_pct(max(errs, key=abs))} worst ({len(ho)} holdout: worst {_pct(max(ho, key=abs) if ho else None)}). "
+             + _generation_terms_text(rows, verify))
+    if check:
+        text += (f" The four rows of {GENERATION_CHECK} (Llama-3.2-1B at 1.5k tokens, Qwen3-1.7B with 8 completions "
+                 "of 192 tokens, RLOO on Qwen2.5-1.5B, Qwen2.5-0.5B at 2.5k tokens without checkpointing), predicted "
+                 "before they ran: " + "; ".join(check) + ".")
+    w(text)
 
 
 def render_markdown(report: Report) -> str:
@@ -1016,7 +1178,8 @@ def render_markdown(report: Report) -> str:
     w("")
     w("Each measured run is one H200 running one TRL 1.16 configuration (random-weight model, synthetic data). "
       "**Memory** is the peak of `torch.cuda.max_memory_allocated()` over model load, trainer setup and the measured "
-      "steps; **step time** is the median of the measured optimizer steps. \"Ours\" is "
+      "steps; **step time** is the median of the measured optimizer steps (of a configuration measured more than "
+      "once, the median of its records' medians: below, step time measured more than once). \"Ours\" is "
       "`advisor.model.estimate.estimate_plan(model, plan_from_bench_row(row), Target(H200))`: `per_gpu_peak_bytes`, "
       "`per_gpu_reserved_bytes`, `step_seconds`. Errors are predicted / measured - 1 (positive: over-prediction).")
     w("")
@@ -1147,10 +1310,11 @@ def render_markdown(report: Report) -> str:
       "the fit split only (one value per constant for every run; no per-run terms). The memory constants were fitted "
       "on the first file; the later files' rows left them as they were (their corrections are terms read from the "
       "libraries' source, not fitted values). The speed constants were refitted jointly on the fit rows of every "
-      "file (issue 14), except BNB_MATMUL_SECONDS (its note says why). Each constant's docstring has the evidence. To "
-      "check the speed fit is at its optimum: `python tests/model/calibrate.py "
-      + " ".join(RESULTS) + f" {SPOT} --split fit --coordinate "
-      + ",".join(n for mod, n, *_ in FITTED if mod is S) + "`.")
+      "file (issue 14), except BNB_MATMUL_SECONDS (its note says why); after the 2026-12-01 re-measurements, the two "
+      "generation constants alone (known gaps). Each constant's docstring has the evidence. To check the generation "
+      "constants are at their optimum, and to see what the others would move to: `python tests/model/calibrate.py "
+      + " ".join(RESULTS) + f" {SPOT} --split fit --coordinate DECODE_LAUNCH_SECONDS,GENERATE_CALL_SECONDS` (then "
+      "`--coordinate " + ",".join(n for mod, n, *_ in FITTED if mod is S) + "`).")
     w("")
     w("| constant | module | value | before calibration | fitted against |")
     w("|---|---|---|---|---|")
@@ -1183,6 +1347,7 @@ def render_markdown(report: Report) -> str:
         w(f"| step time | {e.run.name} | {e.run.split} | {_pct(e.err_step)} |")
     w("")
     _host_bound_section(w, [e for e in rows if e.run.status == "ok" and e.err_step is not None])
+    _reproducibility_section(w, rows)
     w("Known gaps, by family:")
     w("")
     w("- Speed of the families added for issue 14 is predicted 12-24 % too fast without a refit changing it (left-out "
@@ -1190,24 +1355,13 @@ def render_markdown(report: Report) -> str:
       "within 3 %. What is counted for them (their norms, q/k norms and MoE routing kernels, masked SDPA's full score "
       "matrix and bias reads, the experts' skinny grouped GEMMs) does not close it; the memory-efficient SDPA "
       "kernel's own speed and the eager attention of Gemma 2 are not measured apart.")
-    w("- DeepSpeed's step time scatters in both directions (ZeRO-3 0.5B with checkpointing -27 %, ZeRO-3 + offload "
-      "360M -36 %, the verify bundle ZeRO-3 0.5B +20 %): the per-tensor hook costs are added to the GPU time, while "
+    w("- DeepSpeed's step time scatters in both directions (ZeRO-3 0.5B with checkpointing "
+      f"{_err_of(rows, 'sft-q0.5b-full-bf16-z3-ckpt-s1024-b8')}, ZeRO-3 + offload 360M "
+      f"{_err_of(rows, 'sft-sm360m-full-bf16-z3off-ckpt-s2048-b8')}, the verify bundle ZeRO-3 0.5B "
+      f"{_err_of(report.verify_rows, 'sft-0.5b-zero3')}): the per-tensor hook costs are added to the GPU time, while "
       "on a GPU-bound step they overlap it. The part2 file's DeepSpeed rows are also the only transformers 5.24 rows "
       "(the rest ran 5.17), so the data cannot show a term for the transformers version: none is added.")
-    w("- GRPO/RLOO generation without vLLM is bound by the host CPU (a decode step is kernel launches). The size "
-      "sweep of 2026-12-01 (Qwen2.5 0.5B, 1.5B, 3B, 7B; 384-token prompts, 4 completions of 128 tokens, 8 per step) "
-      "measured 2.81, 2.87, 3.67 and 3.57 s per step: the cost follows the layer count (7B's 28 layers as fast as "
-      "3B's 36), not the weights, and the model, which counts launches per layer, predicted them 22-42 % too slow, "
-      "while the earlier rows with 1-2k-token prompts, measured on other machines, came out 9-17 % too fast. The "
-      "same six plan-quality GRPO rows measured up to 39 % apart on two H200 machines of one day (the pick 1,073 "
-      "then 1,496 tokens/s), and consecutive steps of one run spread 10-40 %: the host CPU, which the GPU's name does "
-      "not tell, decides this step time, and a refit cannot serve both machines (it moves MFU_CEILING by 2 % and "
-      "nothing else). Four of the 2026-11-29 GRPO rows measured again on a 2026-12-01 machine "
-      "(bench/results/h200-2026-12-01-grpo-rerun.jsonl; not in the tables, whose rows keep their first record) "
-      "ran 10-20 % faster (3.57 -> 3.23, 8.24 -> 7.18, 8.89 -> 7.28 and 6.81 -> 5.43 s per step), and there the "
-      "model over-predicts them by 2-11 %, the short-prompt sweep by 22-42 %: on one machine, what is left looks like "
-      "a cost in the prompt length the model does not count, which these rows cannot yet separate from the machine. "
-      "Records now note the host CPU and any background build beside the rows (bench/run.py).")
+    _generation_gap(w, rows, report.verify_rows)
     w("- Peak reserved of ZeRO runs is under-predicted by 10-25 % on small models: the step's flat fp32/16-bit "
       "buffers come from new allocator segments, not from the activations' freed blocks. The allocator frees its "
       "cache before it fails, and near capacity the ZeRO rows measured reserved within +1.1 %, so this is not an OOM "

@@ -70,6 +70,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="start no row whose estimate would end past this many seconds after start")
     p.add_argument("--steps", type=int, default=3, help="measured optimizer steps per row (GRPO: at most 2)")
     p.add_argument("--warmup", type=int, default=1, help="optimizer steps run before the measured ones")
+    p.add_argument("--generation-steps", type=int, default=None,
+                   help="measured steps of every GRPO/RLOO row that names none of its own (a rerun of the "
+                        "generating rows with more steps than the default 2: their consecutive steps spread 10-40 %%)")
     p.add_argument("--timeout-seconds", type=float, default=None,
                    help="per-row timeout (default: max(120, 4 x the row's estimate))")
     p.add_argument("--resume-from", action="append", default=[], metavar="FILE",
@@ -92,6 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if not a.list and not a.out:
         p.error("--out is required (unless --list)")
+    if a.generation_steps is not None and a.generation_steps < 1:
+        p.error("--generation-steps must be a positive integer")
     return a
 
 
@@ -117,6 +122,11 @@ def load_rows(a: argparse.Namespace) -> list[dict]:
         rows = M.build_matrix(warmup=a.warmup, steps=a.steps)
     only = [n.strip() for n in a.only.split(",") if n.strip()] if a.only else None
     rows = M.select(rows, only=only, split=a.split)
+    if a.generation_steps:
+        for r in rows:
+            if r["trainer"] in M.GENERATING and not r.get("generation_steps"):
+                r["generation_steps"] = a.generation_steps
+                r["est_seconds"] = round(M.estimate_seconds(r, r.get("arch"), warmup=a.warmup, steps=a.steps), 1)
     if a.backend != "all":
         rows = [r for r in rows if r["backend"] == a.backend]
     rows = M.order_rows(rows, a.order) if not a.rows_file else rows

@@ -122,21 +122,27 @@ NVME_GBPS = 6.0
 """Sequential NVMe bandwidth per node for ZeRO-Infinity swaps (one PCIe 4 x4 drive: ~7 GB/s read)."""
 VLLM_STEP_SECONDS = 2e-3
 """vLLM scheduler + CUDA-graph launch time per decode step."""
-DECODE_LAUNCH_SECONDS = 18.4e-6
+DECODE_LAUNCH_SECONDS = 16.1e-6
 """CPU time per launched kernel in an HF `generate` decode step. generate runs under torch.no_grad(): no autograd
 graph is recorded, so an op costs less on the CPU than in a training forward (LAUNCH_SECONDS). The decode term used
 LAUNCH_SECONDS (35e-6) before, and both GRPO fit rows came out too slow: grpo-q0.5b (128 decode steps) 5.81 s
 predicted vs 3.57 s measured, grpo-q1.5b (256 steps) 13.15 s vs 8.89 s, i.e. 21-24 us per kernel of a decode step
 once training is subtracted. Fitted with the other speed constants (only the GRPO rows depend on it): 23e-6 on the
 2026-11-29 rows; 18.4e-6 once each generation round's fixed cost is its own term (GENERATE_CALL_SECONDS) and the
-Qwen3 rows' q/k norms are counted in the decode step's kernels."""
-GENERATE_CALL_SECONDS = 0.4
+Qwen3 rows' q/k norms are counted in the decode step's kernels; 16.1e-6 with every GRPO/RLOO row measured on two to
+four machines and its step time the median of its records (bench/accuracy.py step_of_records; refitted with
+GENERATE_CALL_SECONDS, the two constants those records inform). bench/decode_probe.py measured one decode step of
+Qwen2.5-0.5B on one machine (bench/results/decode-probe-h200-2026-12-01.json): 1,106-1,130 kernels (this term counts
+1,240), 2.5-2.9 ms of GPU kernel time and 21-34 ms of wall time: the host's dispatch sets the step, 19-31 us per
+kernel there, and a 1-element CUDA op under no_grad took 10-12 us on that host."""
+GENERATE_CALL_SECONDS = 0.428
 """CPU time of one GRPO/RLOO generation round with transformers' generate, outside the decode steps: TRL's
 _generate_and_score_completions (prompt tokenization and padding, unwrap_model_for_generation, batch_decode of the
 completions, the reward functions, gathers, advantages, metric logging) and generate's own set-up (generation config,
 logits processors, the cache, the prefill's dispatch). Read off the Qwen2.5-0.5B GRPO rows of bench/results, whose
 generation time is linear in the completion length: 48, 128 and 512 tokens take about 1.5, 3.3 and 12.0 s, i.e.
-23 ms per decode step plus 0.4 s. Seeded there and fitted with the other speed constants."""
+23 ms per decode step plus 0.4 s. Seeded there and fitted with the other speed constants; 0.428 refitted with
+DECODE_LAUNCH_SECONDS on the medians of every GRPO/RLOO row's records (its note)."""
 BNB_MATMUL_SECONDS = 3.7e-4
 """CPU time of one bitsandbytes 4-bit matmul call, per quantized Linear per pass (forward, recompute, backward).
 bitsandbytes 0.50 MatMul4Bit is a Python autograd Function; above 1536 token rows its CUDA gemm_4bit op falls back to

@@ -13,6 +13,7 @@ from typing import Any
 
 from advisor.core.errors import InputFileError
 from advisor.core.plan import Plan
+from advisor.model.speed import host_bound_share
 from advisor.verify.limits import MAX_BUNDLE_FILE_BYTES
 from advisor.verify.outcome import _num
 
@@ -127,7 +128,8 @@ def _estimate_predictions(b: _Bundle) -> dict | None:
     mem, spd = b.ctx.memory, b.ctx.speed
     return {"per_gpu_peak_bytes": int(mem.per_gpu_peak_bytes), "per_gpu_reserved_bytes": int(mem.per_gpu_reserved_bytes),
             "tokens_per_second": float(spd.tokens_per_second), "step_seconds": float(spd.step_seconds),
-            "fits": bool(mem.fits), "capacity_bytes": int(mem.capacity_bytes), "source": "estimate of the files"}
+            "fits": bool(mem.fits), "capacity_bytes": int(mem.capacity_bytes),
+            "host_bound_share": round(host_bound_share(b.ctx.plan, spd), 4), "source": "estimate of the files"}
 
 
 def _predictions(doc: dict) -> dict:

@@ -80,6 +80,8 @@ class VerifyOutcome:
     cwd: str | None = None
     """Where the command runs (the bundle, or quick mode's working copy)."""
     speed_tolerance_pct: float | None = None
+    speed_spread_cap_pct: float | None = None
+    """The cap on how far the run's own spread widened the speed band (advisor.verify.steps.spread_cap)."""
     reports: list[str] = field(default_factory=list)
 
     def step(self, name: str) -> StepResult | None:
@@ -145,7 +147,7 @@ class VerifyOutcome:
                           "per_gpu_peak_floor_bytes": MEMORY_TOLERANCE_FLOOR_BYTES,
                           "tokens_per_second_pct": self.speed_tolerance_pct or SPEED_TOLERANCE_PCT,
                           "tokens_per_second_base_pct": SPEED_TOLERANCE_PCT,
-                          "tokens_per_second_spread_cap_pct": SPEED_SPREAD_CAP_PCT,
+                          "tokens_per_second_spread_cap_pct": self.speed_spread_cap_pct or SPEED_SPREAD_CAP_PCT,
                           "warmup_micro_batches": WARMUP_MICRO_BATCHES,
                           "warmup_steps": self.measured.get("warmup_steps")},
             "command": self.command,

@@ -27,6 +27,7 @@ import signal
 from pathlib import Path
 
 from advisor.verify.limits import (
+    HOST_BOUND_SPREAD_CAP_PCT,
     MEMORY_TOLERANCE_FLOOR_BYTES,
     MEMORY_TOLERANCE_PCT,
     SPEED_SPREAD_CAP_PCT,
@@ -135,9 +136,17 @@ def step_memory(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, lo
     return StepResult("memory", PASS, text)
 
 
-def speed_tolerance(spread_pct: float | None) -> float:
-    """The band for this run: SPEED_TOLERANCE_PCT plus the run's own spread, at most SPEED_SPREAD_CAP_PCT more."""
-    return SPEED_TOLERANCE_PCT + min(spread_pct or 0.0, SPEED_SPREAD_CAP_PCT)
+def spread_cap(host_bound_share: float | None) -> float:
+    """How far this plan's own step spread may widen the band: HOST_BOUND_SPREAD_CAP_PCT for a plan whose predicted
+    step is mostly host-bound, else SPEED_SPREAD_CAP_PCT."""
+    from advisor.model.calibration import HOST_BOUND_NOTE_SHARE
+
+    return HOST_BOUND_SPREAD_CAP_PCT if (host_bound_share or 0.0) >= HOST_BOUND_NOTE_SHARE else SPEED_SPREAD_CAP_PCT
+
+
+def speed_tolerance(spread_pct: float | None, host_bound_share: float | None = None) -> float:
+    """The band for this run: SPEED_TOLERANCE_PCT plus the run's own spread, at most spread_cap more."""
+    return SPEED_TOLERANCE_PCT + min(spread_pct or 0.0, spread_cap(host_bound_share))
 
 
 def step_speed(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, hardware: StepResult,
@@ -165,11 +174,15 @@ def step_speed(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, har
         return StepResult("speed", SKIP, "no estimate of the files' tokens/s to compare with")
     pct = _pct(measured, predicted)
     spread = out.measured.get("step_seconds_spread_pct")
-    tol = speed_tolerance(spread)
+    share = out.predicted.get("host_bound_share")
+    share = share if isinstance(share, (int, float)) else None
+    cap = spread_cap(share)
+    tol = speed_tolerance(spread, share)
+    out.speed_spread_cap_pct = cap
     out.speed_tolerance_pct = round(tol, 1)
     timed = len(times) - warmup
     median = out.measured.get("step_seconds_median")
-    band = (f"+-{tol:.1f} % = {SPEED_TOLERANCE_PCT:.0f} % + this run's spread {min(spread, SPEED_SPREAD_CAP_PCT):.1f} %"
+    band = (f"+-{tol:.1f} % = {SPEED_TOLERANCE_PCT:.0f} % + this run's spread {min(spread, cap):.1f} %"
             if spread else f"+-{tol:.0f} %")
     text = (f"measured {measured:,.0f} vs predicted {predicted:,.0f} tokens/s ({pct:+.1f} %, tolerance {band}; "
             f"median step {median:.2f} s over {timed} steps")
@@ -179,9 +192,11 @@ def step_speed(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, har
                  f"{q['scaled_step_seconds']:.2f} s")
     text += ")"
     warnings = []
-    if spread is not None and spread > SPEED_SPREAD_CAP_PCT:
-        warnings.append(f"the timed steps spread by {spread:.1f} % around their median, more than any calibration "
-                        "run: other work on the GPUs, throttling or a slow data loader (use --steps 20 to average)")
+    if spread is not None and spread > cap:
+        kind = "host-bound " if cap != SPEED_SPREAD_CAP_PCT else ""
+        warnings.append(f"the timed steps spread by {spread:.1f} % around their median, more than any {kind}"
+                        "calibration run: other work on the GPUs or the host CPU, throttling or a slow data loader "
+                        "(use --steps 20 to average)")
     if pct > tol and upper_bound:
         return StepResult("speed", PASS, f"{text}: above the band, as expected: {upper_bound}", warnings=warnings)
     if pct > tol and real_data_unpacked:

@@ -119,3 +119,21 @@ def test_budget_too_small_skips_and_records(tmp_path):
     rec = json.loads(out.read_text().splitlines()[0])
     assert rec["status"] == "skipped" and "time budget" in rec["reason"]
     assert "skipped: tiny" in proc.stdout
+
+
+def test_generation_steps_applies_to_generating_rows_without_their_own():
+    a = BR.parse_args(["--list", "--generation-steps", "5"])
+    rows = BR.load_rows(a)
+    gen = [r for r in rows if r["trainer"] in ("grpo", "rloo")]
+    assert gen and all(r["generation_steps"] == (5 if not r["name"].startswith("pq-") else r["generation_steps"])
+                       for r in gen)
+    assert all("generation_steps" not in r for r in rows if r["trainer"] not in ("grpo", "rloo"))
+    # the planning estimate counts the extra steps
+    plain = {r["name"]: r["est_seconds"] for r in BR.load_rows(BR.parse_args(["--list"]))}
+    assert all(r["est_seconds"] > plain[r["name"]] for r in gen if r["name"] in plain)
+
+
+def test_generation_steps_must_be_positive():
+    with pytest.raises(SystemExit) as exc:
+        BR.parse_args(["--list", "--generation-steps", "0"])
+    assert exc.value.code == 2

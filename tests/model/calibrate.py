@@ -61,15 +61,23 @@ def flatten(record: dict) -> dict:
 def load_rows(paths: Iterable[str | Path], split: str = "all") -> list[dict]:
     """The "ok" rows of the files (split "fit" / "holdout" / "all"; flat rows without a split are "fit"), less the
     spot runs with reentrant checkpointing."""
-    rows: dict[tuple[str, str], dict] = {}
+    rows: dict[str, dict] = {}
+    steps: dict[str, list[float]] = {}
     for n, path in enumerate(paths):
         for i, line in enumerate(Path(path).read_text().splitlines()):
             line = line.strip()
             if line:
                 row = flatten(json.loads(line))
-                # benchmark files: the last record of a name counts; flat files keep every line
-                key = (str(path), row["name"]) if "split" in row and row.get("split") else (str(path), f"{n}:{i}")
-                rows[key] = row
+                # benchmark files: the last measured record of a name counts, its step time the median over the
+                # name's records in every file (bench/accuracy.py step_of_records); flat files keep every line
+                bench = "split" in row and row.get("split")
+                key = row["name"] if bench else f"{n}:{i}"
+                if bench and row.get("status") == "ok" and row.get("step_seconds_median"):
+                    steps.setdefault(key, []).append(float(row["step_seconds_median"]))
+                if not bench or row.get("status") in ("ok", "oom") or key not in rows:
+                    rows[key] = row
+    for key, values in steps.items():
+        rows[key] = {**rows[key], "step_seconds_median": statistics.median(values)}
     out = []
     for row in rows.values():
         if row.get("status", "ok") != "ok" or row.get("use_reentrant"):

@@ -500,3 +500,35 @@ def test_bundle_from_trl_advisor_generate(tmp_path, capsys):
     assert outcome.passed, outcome.render()
     assert outcome.error_pct["per_gpu_peak_bytes"] == pytest.approx(5.0, abs=0.05)
     assert outcome.error_pct["tokens_per_second"] == pytest.approx(0.0, abs=0.5)
+
+
+def test_a_host_bound_plan_s_spread_widens_its_band_up_to_the_host_bound_cap(tmp_path):
+    # GRPO without vLLM: transformers' generate sets the step from the host CPU, and such calibration runs spread by
+    # up to 57 % (docs/verify.md); their spread widens the band up to HOST_BOUND_SPREAD_CAP_PCT, not the 15 % a
+    # GPU-bound run gets, and is not reported as a busy machine
+    from advisor.model.calibration import HOST_BOUND_NOTE_SHARE
+    from advisor.verify.limits import HOST_BOUND_SPREAD_CAP_PCT, SPEED_TOLERANCE_PCT
+
+    p = plan(trainer="grpo", vllm_mode="none", num_generations=4, max_completion_len=128, seq_len=512,
+             micro_batch=8, grad_accum=1, grad_ckpt=True)
+    bundle = make_bundle(tmp_path, p)
+    outcome = _verify(bundle, _speed_run(bundle, 1 / 0.7, spread=0.3))  # 30 % fewer tokens/s, steps +-30 %
+    assert outcome.predicted["host_bound_share"] >= HOST_BOUND_NOTE_SHARE
+    speed = outcome.step("speed")
+    assert speed.status == "pass", speed.detail
+    assert outcome.speed_tolerance_pct == pytest.approx(SPEED_TOLERANCE_PCT + 30.0, abs=0.01)
+    assert not speed.warnings
+    noisy = _verify(bundle, _speed_run(bundle, 1.0, spread=0.7))
+    assert noisy.speed_tolerance_pct == pytest.approx(SPEED_TOLERANCE_PCT + HOST_BOUND_SPREAD_CAP_PCT)
+    assert noisy.to_json()["tolerance"]["tokens_per_second_spread_cap_pct"] == HOST_BOUND_SPREAD_CAP_PCT
+    assert noisy.step("speed").warnings and "host-bound calibration run" in noisy.step("speed").warnings[0]
+
+
+def test_a_gpu_bound_plan_keeps_the_narrow_cap(tmp_path):
+    from advisor.model.calibration import HOST_BOUND_NOTE_SHARE
+    from advisor.verify.limits import SPEED_SPREAD_CAP_PCT
+
+    bundle = make_bundle(tmp_path)
+    outcome = _verify(bundle, _speed_run(bundle, 1.0, spread=0.3))
+    assert outcome.predicted["host_bound_share"] < HOST_BOUND_NOTE_SHARE
+    assert outcome.to_json()["tolerance"]["tokens_per_second_spread_cap_pct"] == SPEED_SPREAD_CAP_PCT

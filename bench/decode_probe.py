@@ -1,0 +1,202 @@
+"""Where the time of transformers' `generate` goes when TRL generates without vLLM (GRPO/RLOO), on one GPU.
+
+    python -m bench.decode_probe --out bench/results/decode-probe-h200-DATE.json [--models qwen2.5-0.5b,qwen2.5-3b]
+
+For each model (random weights from the catalogue's architecture, bf16, SDPA) and each prompt length x batch, it
+times `generate` as GRPOTrainer calls it (bench.worker's generation kwargs: sampling, top_k 50, min_new_tokens =
+max_new_tokens, remove_invalid_values, equal-length prompts so the attention mask is all ones) at two completion
+lengths: the difference over the extra tokens is the cost of one decode step, the rest is the call's fixed cost and
+the prefill. One call per case also runs under torch.profiler: the GPU kernels' summed time and count per decode step
+tell whether a step waits on the GPU or on the host CPU's dispatch. The host's own speed is recorded beside it
+(tiny-op dispatch under no_grad and with autograd, a pure-Python loop), so records of different machines can be put
+side by side. Results are data (one JSON file), not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any
+
+DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-3b")
+PROMPTS = (128, 1024, 2048)
+BATCHES = (8, 32)
+SHORT, LONG = 8, 40
+"""Completion lengths timed per case: (t(LONG) - t(SHORT)) / (LONG - SHORT) is one decode step."""
+REPEATS = 3
+
+
+def _sync(torch) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _device(torch) -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def host_probe(torch) -> dict[str, float]:
+    """Microseconds per op of the host's dispatch: a 1-element CUDA add under no_grad (what a decode step's ops pay),
+    the same op recording autograd (a training forward's), and a pure-Python call (the interpreter alone)."""
+    x = torch.zeros(1, device=_device(torch))
+    w = torch.zeros(1, device=_device(torch), requires_grad=True)
+
+    def per_op(fn, n: int) -> float:
+        fn(n // 10)
+        _sync(torch)
+        t0 = time.perf_counter()
+        fn(n)
+        _sync(torch)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    def nograd(n):
+        with torch.no_grad():
+            for _ in range(n):
+                x.add_(1.0)
+
+    def autograd(n):
+        y = w
+        for _ in range(n):
+            y = y * 1.0
+        return y
+
+    def python(n):
+        def f(a):
+            return a + 1
+
+        a = 0
+        for _ in range(n):
+            a = f(a)
+        return a
+
+    out = {"nograd_op_us": per_op(nograd, 20000), "autograd_op_us": per_op(autograd, 20000),
+           "python_call_us": per_op(python, 200000)}
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def _profile(torch, call) -> dict[str, float]:
+    """Summed GPU kernel time and kernel count of one call (torch.profiler), plus its wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _sync(torch)
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        call()
+        _sync(torch)
+    wall = time.perf_counter() - t0
+    gpu_us, kernels = 0.0, 0
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):
+            gpu_us += float(e.time_range.elapsed_us())
+            kernels += 1
+    return {"wall_s": round(wall, 4), "gpu_kernel_s": round(gpu_us / 1e6, 4), "kernels": kernels}
+
+
+def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any]], save,
+                arch: dict[str, Any] | None = None) -> None:
+    """Append one record per (batch, prompt) case to `rows`, calling `save` after each. `arch`: an architecture
+    dict instead of the catalogue's row for `model_id` (the harness's own tests use a tiny one)."""
+    from transformers import AutoModelForCausalLM
+
+    from bench.models import arch_dict, complete_arch, hf_config, resolve
+    from bench.worker import GRPO_TOP_K, special_ids
+
+    arch = complete_arch(arch) if arch is not None else arch_dict(resolve(model_id))
+    ids = special_ids(arch["vocab"])
+    torch.manual_seed(0)
+    with torch.device(_device(torch)):
+        model = AutoModelForCausalLM.from_config(hf_config(arch, special_ids=ids), dtype=torch.bfloat16,
+                                                 attn_implementation="sdpa")
+    model.eval()
+    for g in batches:
+        for p in prompts:
+            inp = torch.randint(0, ids["unk"], (g, p), device=_device(torch))
+            mask = torch.ones_like(inp)
+
+            def call(n, inp=inp, mask=mask):
+                with torch.no_grad():
+                    return model.generate(input_ids=inp, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
+                                          do_sample=True, top_k=GRPO_TOP_K, top_p=1.0, temperature=1.0,
+                                          remove_invalid_values=True, pad_token_id=ids["pad"],
+                                          eos_token_id=ids["eos"])
+
+            def timed(n, p=p):
+                _sync(torch)
+                t0 = time.perf_counter()
+                out = call(n)
+                _sync(torch)
+                assert out.shape[1] == p + n, out.shape
+                return time.perf_counter() - t0
+
+            timed(LONG)  # warm-up: the allocator's segments for this shape, cuBLAS handles
+            short = statistics.median(timed(SHORT) for _ in range(REPEATS))
+            long = statistics.median(timed(LONG) for _ in range(REPEATS))
+            step = (long - short) / (LONG - SHORT)
+            prof_short = _profile(torch, lambda: call(SHORT))
+            prof_long = _profile(torch, lambda: call(LONG))
+            n = LONG - SHORT
+            rows.append({
+                "host": host_probe(torch),  # the host's dispatch speed next to each case: does it drift?
+                "model": model_id, "layers": arch["layers"], "batch": g, "prompt": p,
+                "seconds_short": round(short, 4), "seconds_long": round(long, 4),
+                "decode_step_ms": round(step * 1e3, 3),
+                "fixed_and_prefill_s": round(short - SHORT * step, 4),
+                "gpu_decode_step_ms": round((prof_long["gpu_kernel_s"] - prof_short["gpu_kernel_s"]) / n * 1e3, 3),
+                "kernels_per_decode_step": round((prof_long["kernels"] - prof_short["kernels"]) / n, 1),
+                "profiled": {"short": prof_short, "long": prof_long},
+            })
+            print(json.dumps(rows[-1]), flush=True)
+            save()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.decode_probe", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated catalogue ids")
+    ap.add_argument("--prompts", default=",".join(map(str, PROMPTS)), help="prompt lengths, tokens")
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES)), help="sequences generated at once")
+    a = ap.parse_args(argv)
+    if os.path.exists(a.out):
+        ap.error(f"{a.out} exists; choose a new file")
+    import torch
+    import transformers
+
+    prompts = [int(x) for x in a.prompts.split(",")]
+    batches = [int(x) for x in a.batches.split(",")]
+    result: dict[str, Any] = {
+        "command": "python -m bench.decode_probe " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "python": platform.python_version()},
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "host_cpu": platform.processor() or platform.machine(),
+        "logical_cpus": os.cpu_count(), "load_average": list(os.getloadavg()),
+        "short_long": [SHORT, LONG], "repeats": REPEATS,
+        "host": host_probe(torch), "rows": [],
+    }
+    with open("/proc/cpuinfo") as f:
+        names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    result["host_cpu"] = names[0] if names else result["host_cpu"]
+    print(json.dumps(result["host"]), flush=True)
+
+    def save() -> None:
+        # after every case: a run cut short by its time limit keeps what it measured
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(tmp, a.out)
+
+    for m in a.models.split(","):
+        probe_model(torch, m.strip(), prompts, batches, result["rows"], save)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the model is gone with probe_model's frame
+    result["host_after"] = host_probe(torch)
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

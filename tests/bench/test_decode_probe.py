@@ -1,0 +1,45 @@
+"""bench/decode_probe.py's pieces on the CPU: the host probe, one tiny generate case end to end, and its CLI."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import decode_probe as DP
+
+TINY = {"model_type": "llama", "layers": 2, "hidden": 32, "intermediate": 64, "heads": 2, "kv_heads": 1,
+        "vocab": 128, "tied_embeddings": False}
+
+
+def test_host_probe_times_each_kind_of_op():
+    torch = pytest.importorskip("torch")
+    host = DP.host_probe(torch)
+    assert set(host) == {"nograd_op_us", "autograd_op_us", "python_call_us"}
+    assert all(v > 0 for v in host.values())
+    # an op that records autograd costs more than a pure-Python call
+    assert host["autograd_op_us"] > host["python_call_us"]
+
+
+def test_one_case_records_the_decode_step_and_saves(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    monkeypatch.setattr(DP, "SHORT", 2)
+    monkeypatch.setattr(DP, "LONG", 6)
+    monkeypatch.setattr(DP, "REPEATS", 1)
+    rows, saves = [], []
+    DP.probe_model(torch, "tiny", [8], [2], rows, lambda: saves.append(len(rows)), arch=TINY)
+    assert len(rows) == 1 and saves == [1]
+    r = rows[0]
+    assert (r["batch"], r["prompt"], r["layers"]) == (2, 8, 2)
+    assert r["seconds_long"] > 0 and r["seconds_short"] > 0
+    # the decode step is the difference over the extra tokens; on the CPU the profiler sees no GPU kernels
+    assert r["decode_step_ms"] == pytest.approx((r["seconds_long"] - r["seconds_short"]) / 4 * 1e3, abs=0.1)  # seconds kept to 0.1 ms
+    assert set(r["host"]) == {"nograd_op_us", "autograd_op_us", "python_call_us"}
+
+
+def test_an_existing_out_file_is_refused(tmp_path):
+    out = tmp_path / "probe.json"
+    out.write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        DP.main(["--out", str(out)])
+    assert exc.value.code == 2
+    assert out.read_text() == "{}"  # never overwritten
