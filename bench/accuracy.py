@@ -59,7 +59,7 @@ VERIFY = "bench/results/verify-h200-2026-11-29.jsonl"
 VERIFY_1201 = ("bench/results/verify-h200-2026-12-01-1157.jsonl", "bench/results/verify-h200-2026-12-01-1206.jsonl",
                "bench/results/verify-h200-2026-12-01-1214.jsonl", "bench/results/verify-h200-2026-12-01-1217.jsonl",
                "bench/results/verify-h200-2026-12-01-1442.jsonl", "bench/results/verify-h200-2026-12-01-1505-unsloth.jsonl",
-               "bench/results/verify-h200-2026-12-01-1508-twin.jsonl")
+               "bench/results/verify-h200-2026-12-01-1508-twin.jsonl", "bench/results/verify-h200-2026-12-01-1733.jsonl")
 """Bundles run by `trl-advisor verify` on one H200 on 2026-12-01 (bench/verify_runs.py records): planner-picked
 plans, never used to fit or to derive a term; reported on their own and counted in the near-capacity margin."""
 DOC = "docs/accuracy.md"
@@ -394,12 +394,15 @@ def evaluate(runs: list[Run]) -> list[Evaluated]:
 def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) -> list[Evaluated]:
     """The verify records that trained or ran out of memory, each as an Evaluated row of split "verify": the plan
     read back from the bundle's files (verify's `plan`), predicted by the model in this commit on its GPU. The last
-    record of a case counts (a budget-skipped case was run again in a later file). Unsloth plans are left out: their
+    record of a case counts (a budget-skipped case was run again in a later file); its step time is the median over
+    the case's records of that same plan (step_of_records: a host-bound plan run again on another machine is another
+    draw). Unsloth plans are left out: their
     estimate is declared an upper bound, not the calibrated model (advisor.model.calibration.UNSLOTH_UNMEASURED
     quotes their run; docs/verify.md shows it)."""
     from advisor.core.plan import Plan
 
     last: dict[str, dict] = {}
+    every: dict[str, list[dict]] = {}
     for rel in paths:
         for rec in _read_jsonl(root / rel):
             v = rec.get("verify") or {}
@@ -407,12 +410,19 @@ def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) ->
                 continue
             if rec.get("status") == "ok" and v.get("plan") and v.get("measured"):
                 last[rec["case"]] = rec
+                every.setdefault(rec["case"], []).append(rec)
+
+    def plan_of(v: dict) -> Plan:
+        return Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
+
     out = []
     for case in sorted(last):
         rec = last[case]
         v = rec["verify"]
         m = v["measured"]
-        plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
+        plan = plan_of(v)
+        steps = [plan.tokens_per_step / r["verify"]["measured"]["tokens_per_second"] for r in every[case]
+                 if plan_of(r["verify"]) == plan and r["verify"]["measured"].get("tokens_per_second")]
         model = resolve_model(rec["model"])
         target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
         mem, spd = estimate_plan(model, plan, target)
@@ -421,7 +431,8 @@ def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) ->
         run = Run(name=case, source="verify", split="verify", status="ok" if trained else "oom", knobs=knobs,
                   peak_allocated=int(m["per_gpu_peak_bytes"]), peak_reserved=int(m["per_gpu_reserved_bytes"]),
                   # verify's quick mode times micro-batches, not whole steps: the step time its tokens/s implies
-                  step_seconds=plan.tokens_per_step / m["tokens_per_second"] if trained else None,
+                  step_seconds=step_of_records(steps) if trained else None,
+                  step_records=tuple(steps) if trained else (),
                   torch_total=(rec.get("memory") or {}).get("torch_total_bytes"))
         out.append(_evaluated(run, model, plan, mem, spd))
     return out
