@@ -163,11 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if os.path.exists(a.out):
         ap.error(f"{a.out} exists; choose a new file")
+    try:
+        prompts = [int(x) for x in a.prompts.split(",")]
+        batches = [int(x) for x in a.batches.split(",")]
+    except ValueError:
+        ap.error("--prompts and --batches take comma-separated integers, e.g. --prompts 128,2048")
+    if min(prompts + batches) < 1:
+        ap.error("--prompts and --batches must be positive")
+    from bench.models import resolve
+
+    for m in a.models.split(","):
+        try:
+            resolve(m.strip())
+        except Exception as exc:  # the catalogue's unknown-name error, with its suggestion
+            ap.error(f"--models: {exc}")
     import torch
     import transformers
 
-    prompts = [int(x) for x in a.prompts.split(",")]
-    batches = [int(x) for x in a.batches.split(",")]
     result: dict[str, Any] = {
         "command": "python -m bench.decode_probe " + " ".join(argv if argv is not None else sys.argv[1:]),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,

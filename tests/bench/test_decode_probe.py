@@ -43,3 +43,11 @@ def test_an_existing_out_file_is_refused(tmp_path):
         DP.main(["--out", str(out)])
     assert exc.value.code == 2
     assert out.read_text() == "{}"  # never overwritten
+
+
+@pytest.mark.parametrize("args", [["--models", "no-such-model"], ["--prompts", "a,b"], ["--batches", "0"]])
+def test_bad_arguments_are_usage_errors_that_write_nothing(tmp_path, args):
+    out = tmp_path / "probe.json"
+    with pytest.raises(SystemExit) as exc:
+        DP.main(["--out", str(out), *args])
+    assert exc.value.code == 2 and not out.exists()
