@@ -134,7 +134,7 @@ four machines and its step time the median of its records (bench/accuracy.py ste
 GENERATE_CALL_SECONDS, the two constants those records inform). bench/decode_probe.py measured one decode step of
 Qwen2.5-0.5B on one machine (bench/results/decode-probe-h200-2026-12-01.json): 1,106-1,130 kernels (this term counts
 1,240), 2.5-2.9 ms of GPU kernel time and 21-34 ms of wall time: the host's dispatch sets the step, 19-31 us per
-kernel there, and a 1-element CUDA op under no_grad took 10-12 us on that host."""
+kernel there, and a 1-element CUDA op under no_grad took 8-12 us on that host."""
 GENERATE_CALL_SECONDS = 0.428
 """CPU time of one GRPO/RLOO generation round with transformers' generate, outside the decode steps: TRL's
 _generate_and_score_completions (prompt tokenization and padding, unwrap_model_for_generation, batch_decode of the
