@@ -1055,7 +1055,7 @@ def _host_bound_section(w, rows: list[Evaluated]) -> None:
         w(f"| {label} | {s['n']} | {_pct(s['median'], False) if s['n'] else '-'} | "
           f"{_pct(s['worst'], False) if s['n'] else '-'} | {s['over_20']} |")
     w("")
-    again = [e.run.step_spread for e in rows if e.run.step_spread is not None and e.host_share >= 0.75]
+    again = [e.run.step_spread for e in rows if e.run.step_spread is not None and e.host_share >= MC.HOST_BOUND_NOTE_SHARE]
     w("Where the GPU sets the step, the model is within a few percent; where the host CPU does, the errors are "
       "several times larger in both directions: the same configuration measured up to "
       f"{_pct(max(again) if again else None, False)} apart on machines of one GPU kind (below), and the model knows "
