@@ -427,3 +427,12 @@ def test_the_reproducibility_table_lists_every_configuration_measured_twice(repo
            and e.run.name not in A.GENERATION_CHECK_THEN]
     assert gen and all(len(e.run.step_records) >= 2 for e in gen)
     assert A.spread_floor(0.44) == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("doc", ["docs/accuracy.md", "docs/verify.md", "docs/plan-quality.md"])
+def test_generated_reports_hold_no_unformatted_placeholder(doc):
+    # a string that lost its f prefix shows its {expression} verbatim; these reports quote no code with braces
+    import re
+
+    text = (REPO / doc).read_text()
+    assert not re.search(r"\{[^}\n]*\}", text), re.search(r"\{[^}\n]*\}", text).group(0)
