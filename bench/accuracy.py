@@ -1169,8 +1169,8 @@ def _generation_gap(w, rows: list[Evaluated], verify: list[Evaluated]) -> None:
                  f"{probe['wall_ms'][1]:.0f} ms, whatever the prompt length, and a 1-element CUDA op took "
                  f"{probe['host_us'][0]:.0f}-{probe['host_us'][1]:.0f} us on that host. ")
     text += (f"Measured again on 2026-12-01 machines (the table above), a GRPO/RLOO configuration's records spread up "
-             f"to {_pct(max((e.run.step_spread or 0.0) for e in gen), False)} and consecutive steps of one run "
-             "10-40 %: the host CPU, which the GPU's name does not tell, sets this step time. On the medians, the two "
+             f"to {_pct(max((e.run.step_spread or 0.0) for e in gen), False)}, and consecutive steps of one run spread "
+             "too (docs/verify.md, speed tolerance): the host CPU, which the GPU's name does not tell, sets this step time. On the medians, the two "
              "generation constants refitted (DECODE_LAUNCH_SECONDS, GENERATE_CALL_SECONDS: the constants these records "
              "inform; the calibrate command of Fitted constants, run on every speed constant but BNB_MATMUL_SECONDS "
              f"(its note), finds the others at their optimum), the {len(gen)} GRPO/RLOO runs are within "

@@ -64,8 +64,13 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     return [m[i][n] / m[i][i] for i in range(n)]
 
 
+def _features(extra: list[Feature]) -> list[Feature]:
+    """The model's form (a fixed cost per round, the decode steps' kernels) and a candidate's features."""
+    return [lambda r: 1.0, lambda r: r["c"] * r["K"], *extra]
+
+
 def fit(rows: list[dict[str, Any]], extra: list[Feature]) -> list[float]:
-    feats = [lambda r: 1.0, lambda r: r["c"] * r["K"], *extra]
+    feats = _features(extra)
     x = [[f(r) / r["measured"] for f in feats] for r in rows]
     y = [(r["measured"] - r["rest"]) / r["measured"] for r in rows]
     ata = [[sum(xi[i] * xi[j] for xi in x) for j in range(len(feats))] for i in range(len(feats))]
@@ -74,8 +79,7 @@ def fit(rows: list[dict[str, Any]], extra: list[Feature]) -> list[float]:
 
 
 def predict(r: dict[str, Any], coef: list[float], extra: list[Feature]) -> float:
-    feats = [lambda r: 1.0, lambda r: r["c"] * r["K"], *extra]
-    return r["rest"] + sum(c * f(r) for c, f in zip(coef, feats, strict=True))
+    return r["rest"] + sum(c * f(r) for c, f in zip(coef, _features(extra), strict=True))
 
 
 def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

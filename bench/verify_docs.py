@@ -14,6 +14,7 @@ listed once, as the run; errors are measured / predicted - 1, the sign verify ju
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -182,6 +183,7 @@ def _peak_cell(r: dict) -> str:
 
 # ------------------------------------------------------------------------------------------------ tolerance
 
+@functools.lru_cache(maxsize=1)
 def host_shares() -> dict[str, float]:
     """Each calibration row's predicted host-bound share (bench.accuracy, advisor.model.speed.host_bound_share)."""
     from bench import accuracy

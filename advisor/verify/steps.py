@@ -26,6 +26,7 @@ import math
 import signal
 from pathlib import Path
 
+from advisor.model.calibration import HOST_BOUND_NOTE_SHARE
 from advisor.verify.limits import (
     HOST_BOUND_SPREAD_CAP_PCT,
     MEMORY_TOLERANCE_FLOOR_BYTES,
@@ -139,8 +140,6 @@ def step_memory(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, lo
 def spread_cap(host_bound_share: float | None) -> float:
     """How far this plan's own step spread may widen the band: HOST_BOUND_SPREAD_CAP_PCT for a plan whose predicted
     step is mostly host-bound, else SPEED_SPREAD_CAP_PCT."""
-    from advisor.model.calibration import HOST_BOUND_NOTE_SHARE
-
     return HOST_BOUND_SPREAD_CAP_PCT if (host_bound_share or 0.0) >= HOST_BOUND_NOTE_SHARE else SPEED_SPREAD_CAP_PCT
 
 
@@ -193,7 +192,7 @@ def step_speed(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, har
     text += ")"
     warnings = []
     if spread is not None and spread > cap:
-        kind = "host-bound " if cap != SPEED_SPREAD_CAP_PCT else ""
+        kind = "host-bound " if cap == HOST_BOUND_SPREAD_CAP_PCT else ""
         warnings.append(f"the timed steps spread by {spread:.1f} % around their median, more than any {kind}"
                         "calibration run: other work on the GPUs or the host CPU, throttling or a slow data loader "
                         "(use --steps 20 to average)")
