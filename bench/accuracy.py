@@ -1066,6 +1066,33 @@ def _host_bound_section(w, rows: list[Evaluated]) -> None:
     w("")
 
 
+REMEASURE_RECORDS = 3
+"""Records each configuration predicted at least HOST_BOUND_NOTE_SHARE host-bound should have before its step time is
+read as a median: one record of such a configuration is one draw of the host (records 77 % apart, the
+reproducibility table), and with three the median drops the farthest draw."""
+RUN_FILLED_KEYS = ("attn_why", "est_peak_gib", "est_seconds")
+"""Row fields bench.run fills in itself (attention's reason, its own estimates): left out of a rows file of rows to
+measure again, so the run computes them afresh; the attention the row ran with stays pinned."""
+
+
+def remeasure_rows(rows: list[Evaluated], records: int = REMEASURE_RECORDS,
+                   share: float = MC.HOST_BOUND_NOTE_SHARE) -> list[dict[str, Any]]:
+    """The benchmark rows to measure again, chosen by one rule whatever their error: every measured benchmark
+    configuration predicted at least `share` host-bound with fewer than `records` step-time records, as it last
+    ran (its record's row), one entry per record still missing, sorted by name. `python -m bench.run --rows-file`
+    takes the list; run it once per round (a row's name appears once per file)."""
+    out: list[dict[str, Any]] = []
+    for e in sorted(rows, key=lambda e: e.run.name):
+        r = e.run
+        if r.source != "bench" or r.status != "ok" or not r.step_records or e.host_share < share:
+            continue
+        missing = records - len(r.step_records)
+        if missing > 0:
+            row = {k: v for k, v in r.knobs.items() if k not in RUN_FILLED_KEYS}
+            out.append({**row, "name": r.name, "split": r.split, "records_missing": missing})
+    return out
+
+
 def remeasured(rows: list[Evaluated]) -> list[Evaluated]:
     """The ok rows measured more than once, widest spread first."""
     out = [e for e in rows if e.run.status == "ok" and e.run.step_spread is not None]
@@ -1541,13 +1568,38 @@ def render_png(report: Report, path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------------------------------
+def _write_remeasure(report: Report, path: Path) -> int:
+    """The --remeasure file: one round (a name once), created exclusively so no file is replaced."""
+    rows = remeasure_rows(report.rows)
+    try:
+        with path.open("x", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+            f.write("\n")
+    except FileExistsError:
+        print(f"error: {path} exists; name a new file", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    rounds = max((r["records_missing"] for r in rows), default=0)
+    print(f"wrote {path}: {len(rows)} rows ({sum(r['records_missing'] for r in rows)} records missing; "
+          f"{rounds} round(s) of python -m bench.run --rows-file {path} --generation-steps 5)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = p.add_mutually_exclusive_group()
     g.add_argument("--write", action="store_true", help=f"write {DOC} and {PNG}")
     g.add_argument("--check", action="store_true", help=f"exit 1 when {DOC} is out of date")
+    g.add_argument("--remeasure", metavar="ROWS.json",
+                   help=f"write the rows still short of {REMEASURE_RECORDS} step-time records (predicted at least "
+                        f"{100 * MC.HOST_BOUND_NOTE_SHARE:.0f} %% host-bound) for python -m bench.run --rows-file; "
+                        "never over an existing file")
     a = p.parse_args(argv)
     report = build()
+    if a.remeasure:
+        return _write_remeasure(report, Path(a.remeasure))
     text = render_markdown(report)
     if a.check:
         current = (REPO / DOC).read_text() if (REPO / DOC).exists() else ""

@@ -23,60 +23,16 @@ import sys
 import time
 from typing import Any
 
+from bench.host_probe import device as _device
+from bench.host_probe import host_probe
+from bench.host_probe import sync as _sync
+
 DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-3b")
 PROMPTS = (128, 1024, 2048)
 BATCHES = (8, 32)
 SHORT, LONG = 8, 40
 """Completion lengths timed per case: (t(LONG) - t(SHORT)) / (LONG - SHORT) is one decode step."""
 REPEATS = 3
-
-
-def _sync(torch) -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def _device(torch) -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def host_probe(torch) -> dict[str, float]:
-    """Microseconds per op of the host's dispatch: a 1-element CUDA add under no_grad (what a decode step's ops pay),
-    the same op recording autograd (a training forward's), and a pure-Python call (the interpreter alone)."""
-    x = torch.zeros(1, device=_device(torch))
-    w = torch.zeros(1, device=_device(torch), requires_grad=True)
-
-    def per_op(fn, n: int) -> float:
-        fn(n // 10)
-        _sync(torch)
-        t0 = time.perf_counter()
-        fn(n)
-        _sync(torch)
-        return (time.perf_counter() - t0) / n * 1e6
-
-    def nograd(n):
-        with torch.no_grad():
-            for _ in range(n):
-                x.add_(1.0)
-
-    def autograd(n):
-        y = w
-        for _ in range(n):
-            y = y * 1.0
-        return y
-
-    def python(n):
-        def f(a):
-            return a + 1
-
-        a = 0
-        for _ in range(n):
-            a = f(a)
-        return a
-
-    out = {"nograd_op_us": per_op(nograd, 20000), "autograd_op_us": per_op(autograd, 20000),
-           "python_call_us": per_op(python, 200000)}
-    return {k: round(v, 3) for k, v in out.items()}
 
 
 def _profile(torch, call) -> dict[str, float]:

@@ -667,12 +667,16 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     res["resolved"]["args"] = {k: getattr(args, k) for k in RESOLVED_ARG_KEYS if hasattr(args, k)}
     _record_data(row, trainer, tok, res)
 
+    # the host's dispatch speed before and after the steps (it drifts on a shared host): launch-bound rows follow it
+    from bench.host_probe import host_probe
+    res["host_probe"] = {"before": host_probe(torch)}
     rec.phase("train_setup")
     t_train = time.monotonic()
     trainer.train()
     timing["train_seconds"] = round(time.monotonic() - t_train, 3)
     if cuda:
         torch.cuda.synchronize()
+    res["host_probe"]["after"] = host_probe(torch)
 
     rec.phase("collect")
     total, trainable = _count_params(trainer.model)

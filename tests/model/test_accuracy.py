@@ -436,3 +436,29 @@ def test_generated_reports_hold_no_unformatted_placeholder(doc):
 
     text = (REPO / doc).read_text()
     assert not re.search(r"\{[^}\n]*\}", text), re.search(r"\{[^}\n]*\}", text).group(0)
+
+
+def test_remeasure_rows_follow_one_rule_whatever_the_error(report):
+    """--remeasure picks rows by host-bound share and record count only: every such row, and no other."""
+    from bench import matrix as M
+    rows = A.remeasure_rows(report.rows)
+    picked = {r["name"]: r for r in rows}
+    for e in report.rows:
+        r = e.run
+        due = (r.source == "bench" and r.status == "ok" and bool(r.step_records)
+               and e.host_share >= MC.HOST_BOUND_NOTE_SHARE and len(r.step_records) < A.REMEASURE_RECORDS)
+        assert (r.name in picked) == due, r.name
+        if due:
+            assert picked[r.name]["records_missing"] == A.REMEASURE_RECORDS - len(r.step_records)
+            # the row as it ran, pinned attention included; bench.run's own estimates are left to it
+            assert picked[r.name]["attn"] == r.knobs.get("attn")
+            assert not set(A.RUN_FILLED_KEYS) & set(picked[r.name])
+    assert rows and M.validate(rows) == []
+
+
+def test_remeasure_file_is_never_written_over(tmp_path, capsys):
+    out = tmp_path / "again.json"
+    assert A.main(["--remeasure", str(out)]) == 0
+    first = out.read_text()
+    assert A.main(["--remeasure", str(out)]) == 2
+    assert out.read_text() == first and "exists" in capsys.readouterr().err

@@ -1,0 +1,63 @@
+"""The host's dispatch speed, measured where a benchmark row runs.
+
+A launch-bound step (small models, DeepSpeed's per-module hooks, GRPO/RLOO generation with transformers' generate)
+takes the speed of the host CPU, and machines of one GPU kind differ in it: the same GRPO configuration measured up to
+77 % apart on H200 machines of one day (docs/accuracy.md, step time measured more than once). Recording this next to
+each row lets records of different machines be put side by side. Imported lazily by the worker (torch is passed in).
+"""
+
+from __future__ import annotations
+
+import time
+
+OPS = 20000
+"""Ops timed per kind: about 0.2-0.3 s of a host at 8-14 us per op."""
+PYTHON_CALLS = 200000
+
+
+def sync(torch) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def device(torch) -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def host_probe(torch, ops: int = OPS, python_calls: int = PYTHON_CALLS) -> dict[str, float]:
+    """Microseconds per op of the host's dispatch: a 1-element CUDA add under no_grad (what a decode step's ops pay),
+    the same op recording autograd (a training forward's), and a pure-Python call (the interpreter alone)."""
+    x = torch.zeros(1, device=device(torch))
+    w = torch.zeros(1, device=device(torch), requires_grad=True)
+
+    def per_op(fn, n: int) -> float:
+        fn(max(1, n // 10))  # warm the path (first-call dispatch, allocator) outside the timing
+        sync(torch)
+        t0 = time.perf_counter()
+        fn(n)
+        sync(torch)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    def nograd(n):
+        with torch.no_grad():
+            for _ in range(n):
+                x.add_(1.0)
+
+    def autograd(n):
+        y = w
+        for _ in range(n):
+            y = y * 1.0
+        return y
+
+    def python(n):
+        def f(a):
+            return a + 1
+
+        a = 0
+        for _ in range(n):
+            a = f(a)
+        return a
+
+    out = {"nograd_op_us": per_op(nograd, ops), "autograd_op_us": per_op(autograd, ops),
+           "python_call_us": per_op(python, python_calls)}
+    return {k: round(v, 3) for k, v in out.items()}

@@ -1,0 +1,27 @@
+"""bench/host_probe.py on the CPU: what a benchmark record's host_probe holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import host_probe as HP
+
+
+def test_host_probe_times_each_kind_of_op():
+    torch = pytest.importorskip("torch")
+    host = HP.host_probe(torch, ops=200, python_calls=2000)
+    assert set(host) == {"nograd_op_us", "autograd_op_us", "python_call_us"}
+    assert all(v > 0 for v in host.values())
+    # a tensor op dispatched through torch costs more than a bare Python call
+    assert host["nograd_op_us"] > host["python_call_us"]
+
+
+def test_the_worker_records_the_host_before_and_after_the_steps():
+    import inspect
+
+    from bench import worker as W
+    src = inspect.getsource(W._run)
+    # the probe brackets trainer.train(): one reading before, one after (the host drifts on a shared machine)
+    before, train, after = (src.index('res["host_probe"] = {"before"'), src.index("trainer.train()"),
+                            src.index('res["host_probe"]["after"]'))
+    assert before < train < after
