@@ -28,6 +28,7 @@ def estimate_request(req: Request, *, probe=None) -> dict[str, Any]:
     resolve.check_request(req)
     model = resolve.resolve_model(req)
     target = resolve.resolve_target(req, probe=probe)
+    resolve.check_against_target(req, target)
     plan = resolve.default_plan(req, model, target)
     mem, spd = estimate_plan(model, plan, target)
     findings = finding_dicts(Context(request=req, plan=plan, model=model, target=target, memory=mem, speed=spd))
@@ -48,6 +49,7 @@ def check_request(req, *, probe=None) -> CheckReport:
     resolve.check_request(req)
     model = resolve.resolve_model(req)
     target = resolve.resolve_target(req, probe=probe)
+    resolve.check_against_target(req, target)
     plan = resolve.default_plan(req, model, target)
     memory, speed = _estimate(model, plan, target)
     ctx = Context(request=req, plan=plan, model=model, target=target, memory=memory, speed=speed)
@@ -100,7 +102,7 @@ def check_bundle(path: str, *, hardware: str | None = None, request: Request | N
     fill what the files lack and override what they state), estimate it, and run every rule on it (the CFG rules
     read the files themselves). Differences between the files, plan.json, CONFIG and the flags are findings."""
     ctx, reading = read_bundle(path, hardware=hardware, request=request)
-    findings = run_rules(ctx) + difference_findings(reading)
+    findings = run_rules(ctx) + difference_findings(reading) + file_findings(path, ctx.files)
     return BundleCheckReport(findings=findings, plan=ctx.plan, model=ctx.model, target=ctx.target,
                              assumptions=list(ctx.files.assumptions), notes=[*ctx.files.notes, *ctx.target.notes],
                              source=path, reading=reading, memory=ctx.memory, speed=ctx.speed)
@@ -239,6 +241,44 @@ def difference_findings(reading: PlanReading) -> list[Finding]:
     return out
 
 
+FILES_FINDING = ("FILES001", "bundle-files-agree")
+"""A trl-advisor bundle whose files contradict train.py's CONFIG or each other (a value that cannot run, a file
+missing): the checks `verify` makes before it runs anything (advisor.bundle.consistency), so that `check --bundle`
+lists every one of them. Not a rule (`explain` does not know it): rendered in its own section, as errors."""
+BUNDLE_TEXT_NAMES = ("README.md", "plan.json", "train.py", "accelerate.yaml", "ds_config.json", "launch.sh",
+                     "requirements.txt", "slurm.sbatch", "model_config.json", "teacher_config.json")
+EDITED_AFTER_PLANNING = ("plan.json: plan.", " but train.py CONFIG has ")
+"""A consistency problem that only says plan.json's record differs from CONFIG: an edit, reported by PLAN001."""
+
+
+def file_findings(path: str, files) -> list[Finding]:
+    """FILES001 findings for a folder trl-advisor wrote (it has plan.json); none for a user's own config files."""
+    import os
+
+    from advisor.bundle.consistency import check_bundle_files
+    from advisor.core import safeio
+
+    if files is None or files.plan_json is None:
+        return []
+    texts: dict[str, str] = {}
+    for name in BUNDLE_TEXT_NAMES:
+        try:
+            texts[name] = safeio.read_text(os.path.join(path, name), max_bytes=bundle.MAX_FILE_BYTES,
+                                           what="bundle file")
+        except safeio.UnsafeInputError:
+            continue  # missing (consistency names the required ones) or unreadable (noted by the reader)
+    try:
+        problems = check_bundle_files(texts)
+    except Exception as exc:  # noqa: BLE001 - a malformed file must not stop the report
+        problems = [f"the files could not be checked against each other: {type(exc).__name__}: {exc}"[:300]]
+    first, middle = EDITED_AFTER_PLANNING
+    problems = [p for p in problems if not (p.startswith(first) and middle in p)]
+    rule_id, name = FILES_FINDING
+    return [Finding(id=rule_id, name=name, severity="error", status=FAIL, message=p,
+                    fix="re-create the bundle (trl-advisor generate --force) or correct the edited file",
+                    auto_fix=None, sources=(), reads={}) for p in problems]
+
+
 def bundle_target(files, model_name: str, hardware: str | None, request: Request | None = None):
     """The hardware the bundle's plan is for: --hardware FILE, else --gpu/--gpus/--nodes over what plan.json (or
     the accelerate YAML, or train.py's CONFIG) records, else the built-in default target."""
@@ -274,7 +314,8 @@ def render_bundle_check(report: BundleCheckReport) -> str:
 
     from rules import render_check
 
-    rules_only = replace(report, findings=[f for f in report.findings if not f.id.startswith("PLAN")])
+    rules_only = replace(report, findings=[f for f in report.findings
+                                           if not f.id.startswith("PLAN") and f.id != FILES_FINDING[0]])
     lines = render_check(rules_only).rstrip("\n").split("\n")
     if report.memory is not None and report.speed is not None and len(lines) >= 2 and lines[1].startswith("  plan:"):
         m, s = report.memory, report.speed
@@ -285,6 +326,11 @@ def render_bundle_check(report: BundleCheckReport) -> str:
         planned = report.reading.planned if report.reading is not None else None
         if planned is not None and planned != report.plan:
             lines.insert(3, f"  plan.json planned: {planned.trainer}, {planned.short()}")
+    broken = [f for f in report.findings if f.id == FILES_FINDING[0]]
+    if broken:
+        lines += ["", f"{len(broken)} problem(s) in the bundle's files (errors; verify stops on them too):"]
+        lines += [f"  {f.id} {f.message}" for f in broken]
+        lines.append(f"      fix: {broken[0].fix}")
     diffs = report.differences
     if diffs:
         lines += ["", f"{len(diffs)} difference(s) between the files, plan.json and the flags (warnings):"]

@@ -7,6 +7,7 @@ torch, no textual at start-up).
 from __future__ import annotations
 
 import argparse
+import decimal
 import json
 import os
 import re
@@ -30,6 +31,21 @@ def _positive_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     return value
+
+
+def _count(text: str) -> int:
+    """A job size: a whole number, also written as 1e9 or 2.5e9 (read exactly, as a decimal: no float rounding)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = decimal.Decimal(text.strip())
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected a whole number (1000000000 or 1e9), got {text!r}") from None
+    if not value.is_finite() or value != value.to_integral_value() or abs(value.adjusted()) > 30:
+        raise argparse.ArgumentTypeError(f"expected a whole number (1000000000 or 1e9), got {text!r}")
+    return int(value)
 
 
 def _float(text: str) -> float:
@@ -79,8 +95,8 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
     t.add_argument("--ref-model", help="copy | precompute | none | bema (DPO/KTO reference)")
     t.add_argument("--teacher", metavar="MODEL", help="GKD: the teacher model (same forms as --model; required for GKD)")
     j = p.add_argument_group("job size (reports the whole run's hours and GPU-hours; give one)")
-    j.add_argument("--tokens", type=_positive_int, help="trained tokens, counted as tokens/s counts them")
-    j.add_argument("--steps", type=_positive_int, help="optimizer steps (global batch x --seq-len tokens each)")
+    j.add_argument("--tokens", type=_count, help="trained tokens, counted as tokens/s counts them (1e9 works)")
+    j.add_argument("--steps", type=_count, help="optimizer steps (global batch x --seq-len tokens each)")
 
 
 REQUEST_FIELDS = ("model", "trainer", "method", "lora_r", "gpus", "nodes", "gpu", "hardware", "seq_len", "micro_batch",
@@ -88,6 +104,10 @@ REQUEST_FIELDS = ("model", "trainer", "method", "lora_r", "gpus", "nodes", "gpu"
                   "attn", "precision", "packing", "sp_size", "cp_size", "unsloth", "num_generations",
                   "max_completion_len", "vllm", "vllm_gpus", "vllm_mem_fraction", "ref_model", "teacher",
                   "trust_remote_code", "tokens", "steps")
+
+
+NEGATABLE_FLAGS = frozenset({"grad_ckpt", "liger", "packing"})
+"""REQUEST switches with a --no-* form (BooleanOptionalAction, default None): False is a value the user gave."""
 
 
 def request_from_args(args: argparse.Namespace):
@@ -182,8 +202,9 @@ def cmd_check(args) -> int:
     if args.bundle:
         # REQUEST flags fill what the files lack and override what they state (each override is a finding)
         flags = {name: getattr(args, name) for name in REQUEST_FIELDS if name not in ("model", "hardware")}
-        request = request_from_args(args) if any(v not in (None, False) for v in flags.values()) or args.model \
-            else None
+        # a flag is given when it is not None; False counts for the --no-* switches only (0 is a value: --zero 0)
+        given = [n for n, v in flags.items() if v is not None and (v is not False or n in NEGATABLE_FLAGS)]
+        request = request_from_args(args) if given or args.model else None
         if request is not None and request.model is None:
             from dataclasses import replace
 
@@ -465,5 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(text: str) -> str:
-    """A message as one printable line: user values inside it may hold anything."""
-    return " ".join(str(text).encode("utf-8", "backslashreplace").decode("utf-8").split())
+    """A message as one printable line: user values inside it (a GPU name from a hardware file, a model id from a
+    bundle) may hold anything, so control characters and bidirectional overrides are shown escaped, as on stdout
+    (_emit): no file can retitle, clear or recolour the terminal through an error message."""
+    flat = " ".join(str(text).encode("utf-8", "backslashreplace").decode("utf-8").split())
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), flat)

@@ -298,8 +298,9 @@ def hf_kernels_need_hub(ctx: Context) -> Result:
     the cache); otherwise use a built-in attention (`flash_attention_2`, `sdpa`) and no use_kernels.
 
     ## Example
-    `--attn kernels-community/flash-attn2` on a catalogue target (kernels not known to be installed) warns; a probe
-    that found `kernels` installed passes.
+    A user's files with `kernels-community/flash-attn2` attention and no `kernels` among the installed packages warn;
+    a probe that found `kernels` installed passes, and so does a plan for a catalogue target (nothing installed yet:
+    its bundle's requirements.txt pins `kernels`).
 
     ## References
     - https://huggingface.co/docs/trl/kernels_hub
@@ -312,6 +313,14 @@ def hf_kernels_need_hub(ctx: Context) -> Result:
         return fail("Hub kernels requested but the launch script sets HF_HUB_OFFLINE=1",
                     "pre-download the kernel repos into the HF cache, or use a built-in attention")
     if ctx.version("kernels") is None:
+        if ctx.files is None and ctx.target.origin not in ("probe", "file"):
+            # a catalogue target has nothing installed yet: the plan's own requirements.txt brings `kernels`
+            from rules.environments import bundle_pins
+
+            pinned = bundle_pins(ctx.plan).get("kernels")
+            if pinned:
+                return ok(f"the bundle's requirements install kernels{pinned}; it fetches the kernel from the Hub "
+                          "when the model loads")
         return fail("Hub kernels need the `kernels` package (not found) and Hub access when the model loads",
                     "pip install 'transformers[kernels]' and allow Hub access at runtime, or use "
                     "--attn flash_attention_2 / sdpa")

@@ -509,6 +509,44 @@ def generating_trainers_reject_sp_cp(ctx: Context) -> Result:
                 "use --sp-size 1 --cp-size 1", {"sp_size": 1, "cp_size": 1})
 
 
+PAIRED_TRAINERS = ("dpo", "kto", "gkd")
+"""Trainers whose batches are pairs or prompt/completion masks built by their own collators (DPO, KTO, GKD)."""
+
+
+@rule(id="SP017", name="paired-trainers-reject-sp-cp", severity="error", auto_fix=True,
+      reads=("plan.trainer", "plan.sp_size", "plan.cp_size"))
+def paired_trainers_reject_sp_cp(ctx: Context) -> Result:
+    """DPO, KTO and GKD batches cannot be split by Ulysses sequence parallelism or ring-attention context parallelism.
+
+    ## Why
+    Ulysses (DeepSpeed, `--sp-size`): transformers wraps the dataloader in DeepSpeed's UlyssesSPDataLoaderAdapter,
+    which raises "Ulysses SP requires `position_ids` in every dataloader batch" (deepspeed 0.19.8
+    runtime/sequence_parallel/ulysses_sp.py) and pops `labels`; the DPO, KTO and GKD collators emit neither (they
+    send prompt/completion ids and masks, GKD its chat-ML batch). Ring attention (FSDP2, `--cp-size`): the Trainer
+    shards only input_ids, labels, shift_labels, attention_mask and position_ids along the sequence
+    (transformers trainer.py), and DPO/KTO then combine the sharded ids with their full-length `completion_mask`
+    ("The size of tensor a must match the size of tensor b"). Only SFT splits its sequences this way in TRL 1.16.
+
+    ## Fix
+    `--sp-size 1 --cp-size 1` for DPO/KTO/GKD: gradient checkpointing, a smaller micro-batch, ZeRO-3 or offload for
+    long pairs.
+
+    ## Example
+    `--trainer dpo --sp-size 2` fails; `--trainer sft --sp-size 2` is checked by the other SP rules.
+
+    ## References
+    - https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/deepspeed/runtime/sequence_parallel/ulysses_sp.py
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/dpo_trainer.py
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/kto_trainer.py
+    """
+    if ctx.plan.trainer not in PAIRED_TRAINERS:
+        return na("not DPO/KTO/GKD")
+    if _sp(ctx) <= 1 and _cp(ctx) <= 1:
+        return ok("no SP/CP")
+    return fail(f"{ctx.plan.trainer.upper()} batches cannot be split: sp_size {_sp(ctx)} / cp_size {_cp(ctx)}",
+                "use --sp-size 1 --cp-size 1", {"sp_size": 1, "cp_size": 1})
+
+
 @rule(id="SP016", name="cp-divides-world-size", severity="error", auto_fix=True,
       reads=("plan.cp_size", "plan.num_processes", "files.accelerate.parallelism_config"))
 def cp_divides_world_size(ctx: Context) -> Result:
@@ -553,4 +591,5 @@ def cp_divides_world_size(ctx: Context) -> Result:
 RULES = (ulysses_heads_divisible, ulysses_needs_deepspeed, ulysses_attention_implementation, ulysses_sdpa_with_packing,
          ulysses_attn_matches_model, sp_divides_world_size, ulysses_zero_stage, ulysses_seq_len_divisible,
          ulysses_rejects_dft_loss, ring_cp_needs_fsdp2, ring_cp_needs_sdpa, ring_cp_seq_len_divisible,
-         ring_cp_rejects_packing, cp_and_sp_exclusive, generating_trainers_reject_sp_cp, cp_divides_world_size)
+         ring_cp_rejects_packing, cp_and_sp_exclusive, generating_trainers_reject_sp_cp, paired_trainers_reject_sp_cp,
+         cp_divides_world_size)

@@ -95,7 +95,8 @@ def peft_with_cpu_offload(ctx: Context) -> Result:
     ## Why
     With PEFT only the adapter (well under 1% of the parameters) has gradients and Adam states, so optimizer
     offload moves megabytes while adding host transfers each step. PEFT's DeepSpeed guide notes that QLoRA +
-    ZeRO-3 with CPU offload even uses more GPU memory than without.
+    ZeRO-3 with CPU offload even uses more GPU memory than without. Parameter offload (`--offload all`) is another
+    matter: it moves the frozen base weights, the bulk of a LoRA run's memory, and is not flagged.
 
     ## Fix
     `--offload none` with LoRA/QLoRA; shard the frozen base with ZeRO-3 or FSDP2 instead if it does not fit.
@@ -110,6 +111,10 @@ def peft_with_cpu_offload(ctx: Context) -> Result:
         return na("full fine-tuning")
     if ctx.plan.offload == "none":
         return ok("no offload")
+    if ctx.plan.offload == "all":
+        # parameter offload (ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy) moves the frozen base weights to the host
+        # too: that is what it saves, not the adapter's states (the planner picks it only where it is needed to fit)
+        return na("parameter offload moves the frozen base weights, not only the adapter's optimizer states")
     return fail(f"{ctx.plan.method} with --offload {ctx.plan.offload}: only the small adapter's optimizer states move, "
                 "at the cost of host transfers each step", "use --offload none (shard the base with ZeRO-3 if needed)",
                 {"offload": "none"})

@@ -25,7 +25,7 @@ def render_check(report: CheckReport) -> str:
         lines.append(f"  plan: {report.plan.trainer}, {report.plan.short()}")
         lines.append("")
     for f in reportable(report.findings):
-        tag = "unknown" if f.status == UNKNOWN else f.severity
+        tag = f"not checked: {f.severity} if it fails" if f.status == UNKNOWN else f.severity
         lines.append(f"{f.id} [{tag}] {f.name}: {f.message}")
         if f.fix:
             lines.extend(textwrap.wrap(f"fix: {f.fix}", WIDTH, initial_indent="    ", subsequent_indent="      "))

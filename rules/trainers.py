@@ -71,9 +71,11 @@ def generation_batch_divisible(ctx: Context) -> Result:
     # (closed form: a search one value at a time would take ng steps, and ng comes from the user)
     unit = ng // math.gcd(per_step, ng) if per_step > 0 else 0
     ga = (p.grad_accum // unit + 1) * unit if unit else None
-    options = f"num_generations in {{{join(valid)}}}" if valid else "no num_generations >= 2 divides it"
+    choices = [f"num_generations in {{{join(valid)}}}"] if valid else []
     if ga and not ctx.has_arg("generation_batch_size"):
-        options += f", or --grad-accum {ga} to keep num_generations {ng}"
+        choices.append(f"--grad-accum {ga} to keep num_generations {ng}")
+    # a batch no num_generations >= 2 divides (a prime) leaves only the accumulation; with neither, raise the batch
+    options = " or ".join(choices) if choices else "a larger micro-batch or gradient accumulation"
     auto = {"num_generations": max(d for d in valid if d <= ng)} if [d for d in valid if d <= ng] else (
         {"grad_accum": ga} if ga else None)
     return fail(f"generation batch {gbs} ({how}) is not divisible by num_generations {ng}", f"use {options}", auto)

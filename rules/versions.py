@@ -99,7 +99,7 @@ def vllm_version_window(ctx: Context) -> Result:
 
 
 @rule(id="VER002", name="unsloth-installed-pins", severity="error", seed="U-01",
-      reads=("versions.unsloth", "versions.trl", "versions.transformers", "versions.datasets"))
+      reads=("plan.unsloth", "versions.unsloth", "versions.trl", "versions.transformers", "versions.datasets"))
 def unsloth_installed_pins(ctx: Context) -> Result:
     """An installed Unsloth 2026.10 is broken by trl > 1.15, transformers > 5.17 or datasets >= 5 beside it.
 
@@ -113,8 +113,8 @@ def unsloth_installed_pins(ctx: Context) -> Result:
     the TRL 1.16 environment.
 
     ## Example
-    A probe showing unsloth 2026.10.9 with trl 1.16.0 fails; unsloth with trl 1.15.0, transformers 5.17.0 and
-    datasets 4.3.0 passes.
+    An `--unsloth` plan on a probe showing unsloth 2026.10.9 with trl 1.16.0 fails; unsloth with trl 1.15.0,
+    transformers 5.17.0 and datasets 4.3.0 passes. A plan without `--unsloth` does not import it: not applicable.
 
     ## References
     - https://pypi.org/project/unsloth/2026.10.9/
@@ -123,6 +123,10 @@ def unsloth_installed_pins(ctx: Context) -> Result:
     have = ctx.version("unsloth")
     if have is None:
         return na("Unsloth not installed")
+    if not ctx.plan.unsloth:
+        # nothing imports unsloth unless the plan does (train.py imports it only for --unsloth): an Unsloth left in
+        # this environment does not touch a TRL 1.16 run
+        return na(f"unsloth {have} is installed, but this plan does not use it")
     bad = [f"{package} {v} (needs {spec})" for package, v, spec in vercmp.violations(ctx.version, unsloth_requires())]
     if not bad:
         return ok(f"unsloth {have} with compatible dependencies")

@@ -13,6 +13,7 @@ from importlib import resources
 
 import jsonschema
 
+from advisor.bundle.render import dtype_settings
 from advisor.core import safeio
 from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
@@ -277,7 +278,7 @@ def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
     if consts.get("BF16") is not want_bf16 or consts.get("FP16") is not want_fp16:
         out.append(f"train.py: BF16={consts.get('BF16')} FP16={consts.get('FP16')} do not match precision "
                    f"{plan.precision}")
-    want_dtype = "torch.bfloat16" if plan.precision == "bf16" else "torch.float32"
+    want_dtype = dtype_settings(plan)["dtype"]
     if consts.get("DTYPE") != want_dtype:
         out.append(f"train.py: DTYPE {consts.get('DTYPE')} but precision {plan.precision} loads {want_dtype}")
     for arg, key in (("per_device_train_batch_size", "micro_batch"), ("gradient_accumulation_steps", "grad_accum")):
@@ -394,6 +395,8 @@ def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
     if not isinstance(doc, dict):
         return out
     zero = doc.get("zero_optimization") or {}
+    if not isinstance(zero, dict):
+        return out + [f"ds_config.json: zero_optimization is a {type(zero).__name__}, not an object"]
     if zero.get("stage") != plan.zero_stage:
         out.append(f"ds_config.json: stage {zero.get('stage')} but the plan has ZeRO-{plan.zero_stage}")
     opt = (zero.get("offload_optimizer") or {}).get("device", "none")

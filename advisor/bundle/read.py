@@ -47,6 +47,15 @@ ACCELERATE_MARKERS = frozenset({"distributed_type", "compute_environment"})
 
 
 ESSENTIAL_FILES = frozenset({"plan.json", "ds_config.json", "accelerate.yaml", "accelerate.yml", "train.py"})
+MAX_YAML_BYTES = 64 * 1024
+"""A YAML configuration file (an accelerate config, a TRL recipe) is a few KB. YAML is parsed by a pure-Python loader
+(safeio.BoundedSafeLoader, at about 40 KB/s on a laptop core): a 2 MB one took 46 s, which is a hang. Larger YAML
+files are skipped (noted), or refused when they are one of ESSENTIAL_FILES."""
+MAX_FOLDER_FILES = 200
+"""Files of the kinds this reads that one folder may offer (a bundle has about ten): past it the bundle's own names
+are read first and the rest is skipped, with one note, so a folder of 20,000 small files does not hang `check`."""
+KNOWN_FIRST = ("plan.json", "train.py", "accelerate.yaml", "accelerate.yml", "ds_config.json", "launch.sh",
+               "requirements.txt")
 """Files whose absence changes the plan the rules judge (backend, ZeRO stage, trainer): one that is there but cannot
 be read is a usage error, not a note, so that a check never passes on a configuration it did not see."""
 
@@ -68,12 +77,18 @@ def read_folder(path: str) -> BundleFiles:
     except OSError as exc:
         raise InputFileError(f"{path}: cannot list the folder ({exc.strerror or exc})",
                              hint="check the folder's permissions") from None
-    for name in names:
-        if not _interesting(name):
-            continue
+    wanted = [n for n in names if _interesting(n)]
+    if len(wanted) > MAX_FOLDER_FILES:
+        known = [n for n in KNOWN_FIRST if n in wanted]
+        rest = [n for n in wanted if n not in known]
+        wanted = known + rest[:MAX_FOLDER_FILES - len(known)]
+        notes.append(f"read {len(wanted)} of the folder's {len(known) + len(rest)} .json/.yaml/.py/.sh/.txt files "
+                     f"(at most {MAX_FOLDER_FILES}: the bundle's own names first, then by name)")
+    for name in wanted:
         full = os.path.join(path, name)
+        limit = MAX_YAML_BYTES if name.endswith((".yaml", ".yml")) else MAX_FILE_BYTES
         try:
-            texts[name] = safeio.read_text(full, max_bytes=MAX_FILE_BYTES, what="bundle file")
+            texts[name] = safeio.read_text(full, max_bytes=limit, what="bundle file")
         except safeio.UnsafeInputError as exc:
             if name in ESSENTIAL_FILES:
                 raise InputFileError(exc.message, hint=_UNREADABLE_HINT) from None

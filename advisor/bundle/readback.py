@@ -77,7 +77,9 @@ class PlanReading:
 
 
 def config_dict(train_py: str | None) -> dict:
-    """train.py's module-level CONFIG literal ({} when there is none or it is not a literal dict)."""
+    """train.py's module-level CONFIG dict ({} when there is none). A value that is not a literal (`10**30`, a call)
+    is kept as Unresolved(its source text), so that the reader can say it did not read it instead of passing over
+    the whole CONFIG in silence."""
     if not train_py:
         return {}
     from advisor.bundle.consistency import train_constants
@@ -86,7 +88,32 @@ def config_dict(train_py: str | None) -> dict:
         cfg = train_constants(train_py).get("CONFIG")
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return {}
-    return cfg if isinstance(cfg, dict) else {}
+    if isinstance(cfg, dict):
+        return cfg
+    return _config_items(train_py) if isinstance(cfg, str) else {}
+
+
+def _config_items(train_py: str) -> dict:
+    """CONFIG = {...} key by key: literal values as they are, other values as Unresolved source text."""
+    import ast
+
+    try:
+        tree = ast.parse(train_py)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "CONFIG" and isinstance(node.value, ast.Dict)):
+            out: dict = {}
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    continue
+                try:
+                    out[key.value] = ast.literal_eval(value)
+                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                    out[key.value] = Unresolved(ast.unparse(value)[:80])
+            return out
+    return {}
 
 
 def planned_values(plan_json: dict | None) -> dict:
@@ -123,6 +150,10 @@ class _Picker:
         then `default` (recorded as an assumption with `why`)."""
         r = self.reading
         in_config = name in self.config
+        if in_config and isinstance(self.config[name], Unresolved):
+            raise InputFileError(f"train.py: CONFIG[{name!r}] is {str(self.config[name])!r}, an expression, not a "
+                                 "literal value", hint="write the value itself in train.py's CONFIG (the reader never "
+                                                       "runs train.py)")
         if in_config:
             problem = plan_value_problem({name: self.config[name]})
             if problem:
@@ -284,7 +315,7 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
     p.pick("lora_alpha", found, 2 * int(lora_r), "2 x lora_r, TRL's default ratio", quiet=full)
 
     # ---- precision
-    found = None
+    found, ambiguous = None, False
     if has_trl or files.model_dtype() is not None:
         fp16 = _truthy(a.get("fp16"))
         bf16 = a.get("bf16")
@@ -300,7 +331,11 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
         else:
             precision = "fp32"
         found = (precision, f"{trl_where} bf16/fp16 and the model dtype")
-    p.pick("precision", found, "bf16")
+        if precision == "bf16" and method == "qlora" and backend in ("deepspeed", "fsdp2"):
+            # sharded QLoRA loads in bf16 under either bf16 precision (render.qlora_sharded_dtype): the files cannot
+            # tell them apart, and they run alike (fp32 adapters); CONFIG or plan.json says which was planned
+            found, ambiguous = None, True
+    p.pick("precision", found, "bf16", quiet=ambiguous)
 
     # ---- lengths and batch
     if generating:

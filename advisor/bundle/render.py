@@ -26,7 +26,7 @@ from advisor.core.request import GENERATING_TRAINERS, Request, text_problem
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
-from advisor.resolve.attention import choose_attention
+from advisor.resolve.attention import SDPA_UNSUPPORTED, choose_attention
 from advisor.search.candidates import LIGER_MODEL_TYPES
 
 if sys.version_info >= (3, 11):
@@ -311,7 +311,26 @@ def dtype_settings(plan: Plan) -> dict:
         # peft casts adapter weights to fp32 when the base is 16-bit (peft/tuners/tuners_utils.py autocast_adapter_dtype)
         base = "base weights 4-bit NF4 (bitsandbytes), compute in bf16" if plan.method == "qlora" else "base weights bf16"
         settings = {**settings, "why": f"bf16: {base}; peft keeps the adapters and their Adam states in fp32"}
+    if plan.method == "qlora" and plan.backend in ("deepspeed", "fsdp2"):
+        settings = {**settings, **qlora_sharded_dtype(plan)}
     return settings
+
+
+def qlora_sharded_dtype(plan: Plan) -> dict:
+    """QLoRA under DeepSpeed or FSDP2: the model loads in the 16-bit compute dtype and bitsandbytes stores the packed
+    4-bit weights in that same dtype (`bnb_4bit_quant_storage`). ZeRO-3 and FSDP2 flatten every parameter into buffers
+    of one dtype (rules PEFT001, PEFT002: storage = model dtype), and both cast float parameters to the compute dtype
+    (DeepSpeed 0.19.8 engine._cast_module_mixed_precision, zero.Init; FSDP2's MixedPrecisionPolicy at each gather):
+    packed weights stored in any other float dtype would be converted, i.e. destroyed. So under fp16-mixed both are
+    float16 (fp16 GPUs) and otherwise bfloat16; the trainable adapters keep fp32 master weights and Adam states
+    (DeepSpeed's optimizer, accelerate's upcast of what requires grad)."""
+    half = "float16" if plan.precision == "fp16-mixed" else "bfloat16"
+    base = "ZeRO-3" if plan.backend == "deepspeed" and plan.zero_stage == 3 else (
+        "FSDP2" if plan.backend == "fsdp2" else f"ZeRO-{plan.zero_stage}")
+    return {"dtype": f"torch.{half}", "storage": f"torch.{half}",
+            "why": f"{plan.precision}: QLoRA under {base} loads the model in {half}, the dtype its 4-bit weights are "
+                   f"stored in (sharding needs one float dtype, and a cast to {half} would destroy packed weights "
+                   "stored otherwise); the adapters keep fp32 master weights and Adam states"}
 
 
 def pad_to_multiple_of(plan: Plan) -> int | None:
@@ -595,7 +614,11 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
         value = getattr(plan, knob)
         text = given.get(knob)
         if not text and knob in _PIN_FLAGS and _PIN_FLAGS[knob][0] in pinned and knob != "trainer":
-            text = f"user pin ({_flag_text(knob, value)})"
+            text = f"user pin ({_flag_text(knob, pinned[_PIN_FLAGS[knob][0]])})"
+            if knob == "attn" and value != pinned["attn"]:
+                # resolve.attention.sp_attention: FlashAttention 2 named as the model reports it under Ulysses SP
+                text += (f", loaded as {value}: the Hub kernel transformers runs for it without the flash-attn "
+                         "package, named so for DeepSpeed's Ulysses, which requires the same name on both sides")
         if not text and knob == "grad_accum" and "global_batch" in pinned:
             text = f"user pin (--global-batch {pinned['global_batch']}) / (micro-batch x data-parallel)"
         if not text and knob == "num_processes" and ("gpus" in pinned or "nodes" in pinned):
@@ -734,6 +757,11 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
          f"ring attention needs lengths divisible by 2 x cp_size={plan.cp_size}" if plan.cp_size > 1 else
          "no sequence/context parallelism: no padding multiple needed"),
     ]
+    job = result.get("job") if isinstance(result.get("job"), dict) else None
+    job_steps = job.get("steps") if job else None
+    if isinstance(job_steps, int) and not isinstance(job_steps, bool) and job_steps > 0:
+        extra.append(("max_steps", job_steps,
+                      f"the job you sized (--{job.get('given')}): train.py stops here unless --max-steps says otherwise"))
     if beta is not None:
         extra.append(("beta", beta, "KL coefficient: a reference model is loaded only when beta > 0; "
                       + ("0.001 as DeepSeek-R1 (ref_model copy)" if plan.trainer == "grpo" and beta else
@@ -768,6 +796,8 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         # LIGER_MODEL_TYPES: the model types liger-kernel 0.8.5 has an apply_liger_kernel_to_<type> for
         "liger_apply": f"apply_liger_kernel_to_{model.model_type}" if model.model_type in LIGER_MODEL_TYPES else None,
         "generating": plan.trainer in GENERATING_TRAINERS,
+        # the CPU fallback for flash-attention plans: SDPA, unless transformers has no SDPA path for the model
+        "cpu_attn": "eager" if model.model_type in SDPA_UNSUPPORTED else "sdpa",
         "peft": plan.method in ("lora", "qlora"),
         "multinode": plan.nodes > 1,
         "nop2p": target.intra_node_link == "pcie-nop2p" and plan.num_processes > 1,

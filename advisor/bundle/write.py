@@ -16,6 +16,7 @@ wrote (or empty ones), never a folder of the user's that happens to sit at --out
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -68,11 +69,65 @@ def write_bundle(files: dict[str, str], out_dir: str, *, force: bool) -> list[st
             raise ValueError(f"write_bundle: {name!r} is not a plain file name")
     if target.parent.is_dir():  # first: it may put back an old bundle at out_dir, which the check must see
         _remove_stale(target.parent)
+    if _is_empty_folder_but_for_work(target):
+        _remove_stale(target)  # a killed write into this empty folder left its staging folder behind
     _check_target(target, out_dir, force=force)
     target.parent.mkdir(parents=True, exist_ok=True)
     with _SignalGuard() as guard:
-        _write_and_swap(files, target, out_dir, force=force, guard=guard)
+        if _is_empty_folder(target):
+            _write_into_empty(files, target, out_dir, guard=guard)
+        else:
+            _write_and_swap(files, target, out_dir, force=force, guard=guard)
     return [str(target / name) for name in files]
+
+
+def _is_empty_folder_but_for_work(target: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(target).st_mode) and all(n.startswith(".tla-new-") for n in os.listdir(target))
+    except OSError:
+        return False
+
+
+def _is_empty_folder(target: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(target).st_mode) and not os.listdir(target)
+    except OSError:
+        return False
+
+
+def _write_into_empty(files: dict[str, str], target: Path, out_dir: str, *, guard: _SignalGuard) -> None:
+    """An empty out_dir the user made (a mount point, a folder with its own owner and mode) is written into, not
+    replaced: the files are staged in a hidden folder inside it and renamed into place one by one. Any failure or
+    signal removes what was moved and the staging folder: out_dir is left as empty as it was."""
+    staging: Path | None = None
+    moved: list[Path] = []
+    committed = False
+    try:
+        with guard.deferred():
+            staging = _make_work_folder(target, "new", target.name)
+        new = staging / _PAYLOAD
+        os.mkdir(new)
+        for name, content in files.items():
+            _write_file(new / name, content, 0o755 if name in _EXECUTABLE else 0o644)
+        _write_file(new / MARKER_NAME, MARKER_TEXT, 0o644)
+        _fsync_dir(new)
+        with guard.deferred():
+            names = [*files, MARKER_NAME]
+            if sorted(os.listdir(target)) != [staging.name]:  # someone wrote there meanwhile: do not mix bundles
+                raise OutputExistsError(f"{out_dir} is no longer empty", hint="choose another --out")
+            for name in names:
+                os.rename(new / name, target / name)
+                moved.append(target / name)
+            committed = True
+        _fsync_dir(target)
+    finally:
+        with guard.deferred():
+            if not committed:
+                for path in moved:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+            if staging is not None:
+                _remove_work_folder(staging, keep_payload=False)
 
 
 def is_bundle_folder(folder: str | os.PathLike[str]) -> bool:

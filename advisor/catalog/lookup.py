@@ -7,11 +7,15 @@ a config.json, or any hub id: read from the local Hugging Face cache, downloaded
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+import logging
 import os
 import re
+import socket
 import sys
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
 from pathlib import Path
@@ -260,6 +264,52 @@ def _network_allowed(allow_network: bool | None) -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in _TRUE
 
 
+HUB_CONNECT_SECONDS = 3.0
+"""How long `generate` waits to reach the hub before calling the machine offline. huggingface_hub itself retries a
+failed request five times with back-off (about 20 s, a retry line on stderr each), which is a hang to a user."""
+HUB_ETAG_SECONDS = 5.0
+"""hf_hub_download's metadata request timeout once the hub answered (its default is 10 s)."""
+REASON_CHARS = 160
+
+
+def _hub_unreachable() -> str | None:
+    """Why the hub's host cannot be reached (None when it can, or when a proxy decides: a direct connection proves
+    nothing then). One TCP connection, HUB_CONNECT_SECONDS at most."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = url.hostname or "huggingface.co"
+    try:
+        port = url.port or (80 if url.scheme == "http" else 443)
+    except ValueError:
+        return None  # a malformed HF_ENDPOINT: let huggingface_hub report it
+    try:
+        socket.create_connection((host, port), timeout=HUB_CONNECT_SECONDS).close()
+    except OSError as exc:
+        return f"{host} cannot be reached ({exc.strerror or type(exc).__name__}): offline?"
+    return None
+
+
+def _short_reason(exc: BaseException) -> str:
+    """The first line of an error, cut at a word boundary (never mid-word) to REASON_CHARS."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if len(line) <= REASON_CHARS:
+        return line
+    return line[:REASON_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+
+
+@contextlib.contextmanager
+def _quiet_hub():
+    """huggingface_hub logs each retry as a warning; the user gets one error line from us instead."""
+    log = logging.getLogger("huggingface_hub")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def _download_config(repo_id: str) -> Path:
     try:
         from huggingface_hub import hf_hub_download  # lazy: only this path needs it
@@ -268,15 +318,22 @@ def _download_config(repo_id: str) -> Path:
             f"model '{repo_id}' is not in the catalogue or the local Hugging Face cache",
             hint="install huggingface_hub to download its config.json, or pass a local directory with config.json",
         ) from None
-    try:
-        return Path(hf_hub_download(repo_id, "config.json"))
-    except Exception as exc:  # offline, 404, gated repo...: each means "no config.json for this name"
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    hint = (_did_you_mean(repo_id, _model_choices(repo_id))
+            or "check the repo id; for a gated repo log in first (`hf auth login`), or pass a local config.json")
+    offline = _hub_unreachable()
+    if offline:
         raise UnknownNameError(
-            f"model '{repo_id}' is not in the catalogue and its config.json could not be downloaded: {reason}",
+            f"model '{repo_id}' is not in the catalogue or the local Hugging Face cache, and {offline}",
             hint=_did_you_mean(repo_id, _model_choices(repo_id))
-            or "check the repo id; for a gated repo log in first (`hf auth login`), or pass a local config.json",
-        ) from None
+            or "pass a local directory with config.json (or download it once online: the cache is read offline)",
+        )
+    try:
+        with _quiet_hub():
+            return Path(hf_hub_download(repo_id, "config.json", etag_timeout=HUB_ETAG_SECONDS))
+    except Exception as exc:  # offline, 404, gated repo...: each means "no config.json for this name"
+        raise UnknownNameError(
+            f"model '{repo_id}' is not in the catalogue and its config.json could not be downloaded: "
+            f"{_short_reason(exc)}", hint=hint) from None
 
 
 _CONFIG_HINT = "config.json must be the JSON file transformers writes next to the weights"

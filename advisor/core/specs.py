@@ -212,9 +212,28 @@ class ModelSpec(_Row):
         return shapes
 
     def lora_params(self, r: int) -> int:
-        """LoRA A (r x in) and B (out x r) for every linear layer of every block (PEFT `all-linear`, no lm_head)."""
-        per_layer = sum(count * r * (i + o) for i, o, count in self.linear_shapes_per_layer())
+        """LoRA A (r x in) and B (out x r) for every linear layer of every block (PEFT `all-linear`, no lm_head).
+
+        MoE (transformers 5 stores a layer's experts as 3-D parameters, not nn.Linear): PEFT 0.21 adapts them
+        through lora.ParamWrapper (target_parameters: the fused `gate_up_proj`, `down_proj` and the router's
+        `gate.weight`), whose lora_A / lora_B are sized r x num_experts, twice that for the fused gate_up. Counted
+        with PEFT 0.21 on transformers 5.24's Qwen3-MoE and Mixtral: gate_up 2rE(h + 2I), down rE(I + h), router
+        r(h + E); the attention and a shared expert are ordinary Linears."""
+        if not self.is_moe:
+            return self.layers * sum(count * r * (i + o) for i, o, count in self.linear_shapes_per_layer())
+        h, inter, experts = self.hidden, self.moe_intermediate, self.num_experts
+        dense = [(i, o, c) for i, o, c in self.linear_shapes_per_layer() if c < experts]
+        per_layer = sum(count * r * (i + o) for i, o, count in dense)
+        per_layer += 2 * r * experts * (h + 2 * inter) + r * experts * (inter + h) + r * (h + experts)
         return self.layers * per_layer
+
+    def non_expert_linear_params_per_layer(self) -> int:
+        """Weights of a layer's nn.Linear modules: all of them for a dense model; a MoE's attention (and shared
+        expert) only, since its experts are 3-D parameters (what bitsandbytes quantizes: nn.Linear only)."""
+        shapes = self.linear_shapes_per_layer()
+        if self.is_moe:
+            shapes = [(i, o, c) for i, o, c in shapes if c < self.num_experts]
+        return sum(i * o * c for i, o, c in shapes)
 
     def largest_layer_params(self) -> int:
         """The biggest single module: what ZeRO-3 must gather at once (the embedding, usually)."""

@@ -85,9 +85,11 @@ def qk_norm_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int:
                             gemma=d.gemma_norm, in_bytes=pr.act, rows=t * (d.heads + d.kv // max(1, d.head_dim)))
 
 
-def lora_dropout_active(plan: Plan) -> bool:
-    """Whether PEFT's lora_dropout runs (units.LORA_DROPOUT > 0 and the trainer does not zero it: DROPOUT_DISABLED_TRAINERS)."""
-    return units.LORA_DROPOUT > 0 and plan.trainer not in DROPOUT_DISABLED_TRAINERS
+def lora_dropout_active(plan: Plan, moe: bool = False) -> bool:
+    """Whether PEFT's lora_dropout runs (units.LORA_DROPOUT > 0 and the trainer does not zero it: DROPOUT_DISABLED_TRAINERS).
+    A MoE's bundle sets it to 0: PEFT 0.21's lora.ParamWrapper, which adapts the 3-D expert parameters, refuses any
+    other value (tuners/lora/layer.py: "does not work with lora_dropout != 0")."""
+    return units.LORA_DROPOUT > 0 and plan.trainer not in DROPOUT_DISABLED_TRAINERS and not moe
 
 
 def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int:
@@ -116,7 +118,7 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
     a_out = t * plan.lora_r * compute * d.linears_per_layer
     # q, k, v (3 x hidden; 1 when fused), o (q), gate and up (2 x hidden; 1 when fused), down (intermediate)
     copies = (d.qkv_linears + (d.gate_up_linears if i_w else 0)) * h + q + i_w
-    if lora_dropout_active(plan):
+    if lora_dropout_active(plan, d.moe):
         return t * (compute + 1) * copies + a_out
     if pr.adapter != pr.act or pr.fp32_weights_amp:
         return t * compute * copies + a_out
@@ -212,7 +214,7 @@ def layer_backward_workspace(d: Dims, plan: Plan, pr: Precision) -> int:
         attn += rows * (d.heads // max(1, plan.sp_size)) * plan.seq_len ** 2 // max(1, plan.cp_size) * (FP32 + a)
     extra = 0
     if plan.method != "full" and pr.adapter != a:
-        extra = FP32 * t * max(d.max_in, width) * (2 if lora_dropout_active(plan) else 1)
+        extra = FP32 * t * max(d.max_in, width) * (2 if lora_dropout_active(plan, d.moe) else 1)
     return pr.res * t * d.h + max(mlp, attn) + extra
 
 

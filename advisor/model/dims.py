@@ -35,10 +35,11 @@ class Dims:
         self.lm_head = self.embed  # the LM head's weight (shared with the embedding when tied)
         self.layer = m.layer_params()
         shapes = m.linear_shapes_per_layer()
-        linear_layer = sum(i * o * c for i, o, c in shapes)
         # bitsandbytes quantizes every nn.Linear of the decoder layers; transformers keeps lm_head unquantized
-        # (get_keys_to_not_convert) and embeddings / norms / biases are not Linear weights.
-        self.quantized = m.layers * linear_layer
+        # (get_keys_to_not_convert) and embeddings / norms / biases are not Linear weights. A MoE's experts are 3-D
+        # parameters, not nn.Linear (transformers 5): they stay in 16-bit (integrations/bitsandbytes.py replaces
+        # nn.Linear / Conv1D only), which is most of a MoE's weights.
+        self.quantized = m.layers * m.non_expert_linear_params_per_layer()
         self.max_linear = max(i * o for i, o, _ in shapes)
         self.max_in = max(i for i, _, _ in shapes)
         experts = m.num_experts * 3 * m.hidden * m.moe_intermediate if m.is_moe else 0

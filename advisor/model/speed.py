@@ -465,7 +465,7 @@ def lora_elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precisi
     c_in = 0
     if pr.adapter != pr.act:
         c_in += pr.act + pr.adapter
-    if MA.lora_dropout_active(plan):  # DPO/KTO/GKD zero it (memory.DROPOUT_DISABLED_TRAINERS)
+    if MA.lora_dropout_active(plan, d.moe):  # DPO/KTO/GKD zero it (memory.DROPOUT_DISABLED_TRAINERS)
         c_in += 2 * pr.adapter + 1
     if pr.autocast and pr.adapter == FP32:
         c_in += FP32 + HALF

@@ -63,3 +63,17 @@ def choose_attention(req: Request, model: ModelSpec, target: Target, precision: 
                                      f"FlashAttention 2 supports it on this GPU, through {how}")
     return "eager", (f"eager: {model.model_type} rejects sdpa ({why_not_sdpa}), and FlashAttention 2 is out: "
                      + "; ".join(reasons))
+
+
+FLASH_ATTN_KERNEL = "kernels-community/flash-attn2"
+"""The Hub kernel transformers 5 loads for `flash_attention_2` when the flash-attn package is absent (and `kernels`
+is installed), as in every bundle's environment (the bundle does not build flash-attn)."""
+
+
+def sp_attention(attn: str, sp_size: int) -> str:
+    """The attention a Ulysses SP plan loads, named as the model will report it. transformers replaces
+    `flash_attention_2` by FLASH_ATTN_KERNEL at load (modeling_utils.py _check_and_adjust_attn_implementation) and
+    DeepSpeed then refuses an `sp_attn_implementation` that differs from the model's ("core_attn_implementation=...
+    does not match model config attn_implementation=...", ulysses_sp.py); accelerate and DeepSpeed both accept the
+    Hub kernel's id. So an SP plan names the kernel itself, in CONFIG, the model load and accelerate.yaml alike."""
+    return FLASH_ATTN_KERNEL if sp_size > 1 and attn == "flash_attention_2" else attn

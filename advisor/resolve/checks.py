@@ -153,6 +153,11 @@ def check_applicable(req: Request) -> None:
 
 def check_against_target(req: Request, target: Target) -> None:
     """Values that contradict the hardware whatever the plan: one-line errors with the fix."""
+    server = req.vllm == "server" or (req.vllm is None and bool(req.vllm_gpus))
+    training = target.world_size - ((req.vllm_gpus or 1) * target.nodes if server else 0)
+    if req.backend == "single" and training > 1:
+        raise AdvisorError(f"--backend single trains in one process, and {target.describe()} gives it {training} "
+                           "GPUs", hint="use --gpus 1 for one GPU, or --backend ddp (deepspeed, fsdp2) for all of them")
     if req.vllm_gpus and req.vllm_gpus > target.gpus_per_node:
         raise AdvisorError(f"--vllm-gpus {req.vllm_gpus} is more than the {target.gpus_per_node} GPUs per node",
                            hint=f"use at most --vllm-gpus {max(1, target.gpus_per_node - 1)}")

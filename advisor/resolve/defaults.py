@@ -9,7 +9,7 @@ from advisor.core.plan import Plan
 from advisor.core.request import Request
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
-from advisor.resolve.attention import choose_attention
+from advisor.resolve.attention import choose_attention, sp_attention
 
 # Documented defaults for `estimate` (TRL 1.16 / transformers TrainingArguments defaults where they exist).
 DEFAULT_SEQ_LEN = 1024  # SFTConfig/DPOConfig/KTOConfig max_length = 1024
@@ -42,7 +42,8 @@ def default_plan(req: Request, model: ModelSpec, target: Target) -> Plan:
     """Every unpinned knob at its documented default (estimate never searches)."""
     trainer = req.trainer
     generating = trainer in R.GENERATING_TRAINERS
-    vllm_mode = req.vllm or "none"
+    # --vllm-gpus alone means server mode (the only mode with GPUs of its own), as the planner reads it
+    vllm_mode = req.vllm or ("server" if req.vllm_gpus else "none")
     vllm_gpus = req.vllm_gpus if req.vllm_gpus is not None else (1 if vllm_mode == "server" else 0)
     if vllm_mode != "server":
         vllm_gpus = 0
@@ -70,7 +71,8 @@ def default_plan(req: Request, model: ModelSpec, target: Target) -> Plan:
         offload=req.offload or "none", offload_device=req.offload_device or "cpu", precision=precision,
         seq_len=seq_len, micro_batch=micro, grad_accum=accum,
         grad_ckpt=True if req.grad_ckpt is None else req.grad_ckpt,  # TRL's _BaseConfig turns it on by default
-        liger=bool(req.liger), attn=choose_attention(req, model, target, precision)[0], packing=bool(req.packing), sp_size=sp, cp_size=cp,
+        liger=bool(req.liger), attn=sp_attention(choose_attention(req, model, target, precision)[0], sp),
+        packing=bool(req.packing), sp_size=sp, cp_size=cp,
         num_processes=world, nodes=target.nodes, gpus_per_node=target.gpus_per_node, unsloth=bool(req.unsloth),
         num_generations=(req.num_generations or DEFAULT_NUM_GENERATIONS[trainer]) if generating else 0,
         max_completion_len=max_completion, vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,

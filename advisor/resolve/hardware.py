@@ -70,11 +70,21 @@ def target_from_report(report, req: Request, *, origin: str) -> Target:
     if not report.gpus:
         raise AdvisorError("the hardware report lists no GPU", hint="probe a machine with GPUs, or pass --gpu NAME")
     first = report.gpus[0]
-    gpu = catalog.match_nvml_name(first.name, first.memory_total_bytes)
-    if gpu is None:
-        raise UnknownNameError(f"GPU '{first.name}' is not in the catalogue",
-                               hint="pass --gpu with the closest catalogue GPU (list: trl-advisor gpus)")
+    matched = catalog.match_nvml_name(first.name, first.memory_total_bytes)
     notes = list(report.notes)
+    if req.gpu:
+        # --gpu names the catalogue row for the report's GPUs (a GPU the catalogue does not match by name, or the
+        # user knows better); the report still gives their count, links, host and software
+        gpu = catalog.resolve_gpu(req.gpu)
+        if matched is None or matched.id != gpu.id:
+            notes.append(f"GPU = {gpu.id} (--gpu) for the report's {first.name!r}"
+                         + (f", which the catalogue reads as {matched.id}" if matched is not None else ""))
+    elif matched is None:
+        raise UnknownNameError(f"GPU '{first.name}' is not in the catalogue",
+                               hint="pass --gpu with the closest catalogue GPU beside --hardware (list: trl-advisor "
+                                    "gpus)")
+    else:
+        gpu = matched
     mig = [d for g in report.gpus for d in (g.mig_devices or []) if d.memory_total_bytes]
     if mig:
         # One training process uses one MIG slice, and NCCL does not run collectives across MIG slices: plan for

@@ -22,7 +22,7 @@ from advisor.resolve import (
     reference_options,
     resolve_teacher,
 )
-from advisor.resolve.attention import choose_attention
+from advisor.resolve.attention import choose_attention, sp_attention
 
 DEFAULT_GLOBAL_BATCH = 64
 """Sequences (DPO: pairs; GRPO/RLOO: completions) per optimizer step when neither --global-batch nor --grad-accum
@@ -171,7 +171,7 @@ def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
                     trainer=req.trainer, method=method, lora_r=lora_r, lora_alpha=2 * lora_r, backend=backend,
                     zero_stage=stage, offload=offload, offload_device=req.offload_device or "cpu", precision=precision,
                     seq_len=seq, micro_batch=req.micro_batch or 1, grad_accum=req.grad_accum or 1, grad_ckpt=ckpt,
-                    liger=liger and not req.unsloth, attn=attn, packing=bool(req.packing), sp_size=sp,
+                    liger=liger and not req.unsloth, attn=sp_attention(attn, sp), packing=bool(req.packing), sp_size=sp,
                     cp_size=cp, num_processes=world, nodes=target.nodes, gpus_per_node=target.gpus_per_node,
                     unsloth=bool(req.unsloth),
                     num_generations=(req.num_generations or DEFAULT_NUM_GENERATIONS[req.trainer]) if generating else 0,

@@ -3,6 +3,8 @@ and the short report `generate` prints."""
 
 from __future__ import annotations
 
+import shlex
+
 from advisor.core.plan import Plan
 from advisor.core.specs import GIB
 from advisor.model.job import describe as describe_job
@@ -117,7 +119,8 @@ def render_decision(result: dict, decision: Decision, out: str) -> str:
         lines.append("findings")
         for f in problems:
             unknown = f.get("status") == "unknown"
-            label = f"{f['severity']}, not checked" if unknown else f["severity"]
+            label = f"not checked ({f['severity']} if it fails)" if unknown else f["severity"]
             lines.append(f"  {f['id']} {label}: {f['message']}")
-    lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {out}/launch.sh")
+    # the command is for pasting into a shell: the folder name is quoted as one word, whatever it holds
+    lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {shlex.quote(f'{out}/launch.sh')}")
     return "\n".join(lines)

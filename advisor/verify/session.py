@@ -145,6 +145,9 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, rand
     out.steps.append(preflight_step)
 
     command = ["bash", "launch.sh", "--max-steps", str(choice.steps)]
+    if "--no-save" in b.files.get("train.py", ""):
+        # a measuring run keeps no model (bundles before --no-save saved nothing after --max-steps anyway)
+        command.append("--no-save")
     if random_init:
         command.append("--random-init")
     if synthetic_data:

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from advisor.catalog import hf_cache_dir, match_nvml_name, resolve_gpu, resolve_model
+from advisor.catalog import hf_cache_dir, lookup, match_nvml_name, resolve_gpu, resolve_model
 from advisor.core.errors import InputFileError, UnknownNameError
 
 # config.json of HuggingFaceTB/SmolLM2-135M (the keys that matter), used as a stand-in checkpoint.
@@ -154,9 +154,10 @@ def test_allow_network_false_beats_the_environment(monkeypatch):
 
 def test_online_uncached_hub_id_downloads_config_json(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(lookup, "_hub_unreachable", lambda: None)
     calls = []
 
-    def hf_hub_download(repo_id, filename):
+    def hf_hub_download(repo_id, filename, **kwargs):
         calls.append((repo_id, filename))
         path = tmp_path / "downloaded.json"
         path.write_text(json.dumps(SMOL_CONFIG))
@@ -170,14 +171,38 @@ def test_online_uncached_hub_id_downloads_config_json(tmp_path, monkeypatch):
 
 def test_failed_download_is_unknown_name(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(lookup, "_hub_unreachable", lambda: None)
 
-    def hf_hub_download(repo_id, filename):
+    def hf_hub_download(repo_id, filename, **kwargs):
         raise OSError("404 Client Error: Repository Not Found\nmore lines")
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=hf_hub_download))
     with pytest.raises(UnknownNameError) as err:
         resolve_model("someorg/typo")
     assert "Repository Not Found" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_unreachable_hub_fails_at_once_without_a_download(monkeypatch):
+    """No network: one error line in well under a second, instead of huggingface_hub's five retries (~20 s)."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    monkeypatch.delenv("ALL_PROXY", raising=False)
+    monkeypatch.delenv("all_proxy", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")  # .invalid never resolves (RFC 2606)
+
+    def hf_hub_download(*args, **kwargs):
+        raise AssertionError("no download is tried when the hub's host cannot be reached")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=hf_hub_download))
+    with pytest.raises(UnknownNameError) as err:
+        resolve_model("someorg/offline")
+    assert "hub.invalid cannot be reached" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_long_download_error_is_cut_at_a_word():
+    reason = lookup._short_reason(OSError("word " * 100))
+    assert len(reason) <= lookup.REASON_CHARS + 4 and reason.endswith("word ...")
 
 
 # ------------------------------------------------------------------------------------------------ did you mean

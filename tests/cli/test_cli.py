@@ -145,3 +145,42 @@ def test_a_host_bound_plan_says_its_speed_follows_the_host_cpu(capsys, tmp_path)
     assert "host-bound" not in capsys.readouterr().out
     assert main(["generate", *sft, "--out", str(tmp_path / "s")]) == 0
     assert "host CPU" not in "".join(capsys.readouterr())
+
+
+@pytest.mark.parametrize("command", ["estimate", "check", "generate"])
+def test_single_backend_on_several_gpus_is_a_usage_error_everywhere(command, tmp_path):
+    """One process cannot use 8 GPUs: estimate, check and generate all say so (they disagreed before)."""
+    extra = ["--out", str(tmp_path / "b")] if command == "generate" else []
+    proc = run(command, "--model", "0.5B", "--backend", "single", "--gpus", "8", "--gpu", "H100-80GB", *extra)
+    assert_one_line_error(proc)
+    assert "--backend single" in proc.stderr and "--gpus 1" in proc.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_vllm_gpus_alone_means_server_mode_in_estimate_too():
+    proc = run("estimate", "--model", "0.5B", "--trainer", "grpo", "--vllm-gpus", "1", "--gpus", "4", "--gpu",
+               "H100-80GB", "--json")
+    assert proc.returncode == 0, proc.stderr
+    req = json.loads(proc.stdout)["request"]
+    assert req["vllm"] == "server" and req["vllm_gpus"] == 1
+
+
+def test_gpu_beside_hardware_names_the_reports_gpu(tmp_path):
+    """--gpu is not ignored next to --hardware: it names the catalogue row for the report's GPUs (the hint for a GPU
+    the catalogue does not know says to pass it), and the report keeps its GPU count."""
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "hardware" /
+                       "h100_sxm_x8_nvlink.json").read_text(encoding="utf-8"))
+    for gpu in data["gpus"]:
+        gpu["name"] = "NVIDIA Next-Gen 80GB"
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    proc = run("estimate", "--model", "0.5B", "--hardware", str(path))
+    assert_one_line_error(proc)
+    assert "--gpu" in proc.stderr
+    proc = run("estimate", "--model", "0.5B", "--hardware", str(path), "--gpu", "H100-80GB", "--json")
+    assert proc.returncode == 0, proc.stderr
+    hw = json.loads(proc.stdout)["hardware"]
+    assert hw["gpu"] == "H100-80GB" and hw["gpus_per_node"] == 8
+    assert "(--gpu) for the report's 'NVIDIA Next-Gen 80GB'" in proc.stderr

@@ -209,7 +209,7 @@ def test_readme(case):
     text = files["README.md"]
     assert p.short() in text
     assert "bash launch.sh --max-steps 20" in text
-    assert "bash launch.sh --max-steps 5 --random-init --synthetic-data" in text
+    assert "bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data" in text
     assert "trl-advisor verify" in text
     assert "34.00" in text  # the predicted peak of gen_cases.result(), in GiB
     assert "does not fit: 90.0 GiB > 79.6 GiB" in text  # the rejected alternative and its reason

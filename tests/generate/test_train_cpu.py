@@ -74,6 +74,9 @@ def test_train_two_steps_on_cpu(name, tmp_path):
     losses = [r["loss"] for r in records if r["event"] == "log" and "loss" in r]
     assert losses and all(math.isfinite(x) for x in losses)
     assert records[0]["event"] == "start" and records[-1]["event"] == "end"
+    # a bounded run (--max-steps without --no-save) keeps what it trained, as a full run does
+    saved = {f.name for f in (out / "output").iterdir()}
+    assert saved & {"config.json", "adapter_config.json"}, saved
     # the random weights were written once, as an ordinary checkpoint with the overridden architecture
     checkpoints = [d for d in (out / "random-init").iterdir() if d.is_dir()]
     assert len(checkpoints) == (2 if p.trainer == "gkd" else 1)  # GKD: the student and its teacher

@@ -107,6 +107,47 @@ def test_force_on_an_empty_folder(tmp_path):
     assert _entries(tmp_path) == ["b"]
 
 
+def test_an_empty_folder_is_written_into_not_replaced(tmp_path):
+    """A folder the user made (a mount point, its own mode) keeps its inode and mode: the files go into it."""
+    out = tmp_path / "b"
+    out.mkdir(mode=0o750)
+    os.chmod(out, 0o750)
+    before = os.stat(out)
+    write_bundle(FILES, str(out), force=False)
+    after = os.stat(out)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    assert _entries(out) == BUNDLE and (out / "README.md").read_text() == "# r\n"
+
+
+@pytest.mark.parametrize("failing_call", [2, "rename"])
+def test_a_failed_write_into_an_empty_folder_leaves_it_empty(tmp_path, monkeypatch, failing_call):
+    out = tmp_path / "b"
+    out.mkdir()
+    if failing_call == "rename":  # the second file's move into place fails: the first is taken back
+        real_rename, calls = os.rename, {"n": 0}
+
+        def failing_rename(a, b):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise OSError(5, "Input/output error")
+            return real_rename(a, b)
+
+        monkeypatch.setattr(bundle_write.os, "rename", failing_rename)
+    else:
+        real_fsync, calls = os.fsync, {"n": 0}
+
+        def failing_fsync(fd):
+            calls["n"] += 1
+            if calls["n"] == failing_call:
+                raise OSError(28, "No space left on device")
+            return real_fsync(fd)
+
+        monkeypatch.setattr(bundle_write.os, "fsync", failing_fsync)
+    with pytest.raises(OSError):
+        write_bundle(FILES, str(out), force=False)
+    assert _entries(out) == [] and _entries(tmp_path) == ["b"]
+
+
 def test_existing_bundle_refused_without_force(tmp_path):
     out = tmp_path / "b"
     _an_old_bundle(out)

@@ -90,7 +90,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     ("recommend", "--model", "8B", "--tokens", "5", "--gpu-types", "H10"),
     ("recommend", "--model", "8B", "--tokens", "5", "--sort", "price"),
     ("recommend", "--model", "8B", "--tokens", "5", "--max-gpus", "100000"),
-    ("recommend", "--model", "8B", "--tokens", "1e9"),
+    ("recommend", "--model", "8B", "--tokens", "1.5"),  # 1e9 is a whole number and accepted; 1.5 is not
 ])
 def test_usage_errors_are_one_line_with_a_hint(args):
     proc = run(*args)
@@ -108,3 +108,9 @@ def test_nothing_feasible_exits_1(capsys):
 
 def test_help_lists_recommend():
     assert "recommend" in run("--help").stdout
+
+
+def test_a_job_size_may_be_written_in_scientific_notation():
+    proc = run("estimate", "--model", "0.5B", "--gpu", "H100-80GB", "--tokens", "1e9", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["job"]["tokens"] == 1_000_000_000

@@ -310,3 +310,81 @@ def test_model_named_by_the_trainer_call(tmp_path):
     report = check_bundle(path)
     assert report.model.id == "llama-3.1-8b"
     assert any(f.id == "CFG013" and "max_seq_length" in f.message for f in report.errors)
+
+
+@pytest.mark.parametrize(("flags", "field", "value"), [
+    (["--zero", "0"], "zero_stage", 0), (["--no-liger"], "liger", False), (["--no-grad-ckpt"], "grad_ckpt", False)])
+def test_a_flag_set_to_zero_or_off_still_overrides_the_files(tmp_path, capsys, flags, field, value):
+    """0 and False are values the user gave (`0 == False` in Python must not drop --zero 0)."""
+    from advisor.cli import main as cli_main
+
+    out = tmp_path / "b"
+    assert cli_main(["generate", "--model", "0.5B", "--gpus", "2", "--gpu", "H100-80GB", "--backend", "deepspeed",
+                     "--zero", "2", "--liger", "--grad-ckpt", "--out", str(out)]) == 0
+    capsys.readouterr()
+    cli_main(["check", "--bundle", str(out), *flags, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["plan"][field] == value
+    flag = "--" + field.replace("_", "-")
+    assert any(f["id"] == "PLAN003" and f["message"].startswith(f"{flag} {value} overrides") for f in data["findings"])
+
+
+def _edited_bundle(tmp_path, edit):
+    from advisor.cli import main as cli_main
+
+    out = tmp_path / "b"
+    assert cli_main(["generate", "--model", "0.5B", "--gpus", "2", "--gpu", "H100-80GB", "--backend", "deepspeed",
+                     "--zero", "2", "--out", str(out)]) == 0
+    edit(out)
+    return out
+
+
+def _set_line(path, prefix, line):
+    text = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(line if t.startswith(prefix) else t for t in text) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(("label", "edit", "said"), [
+    ("unknown distributed type", lambda b: _set_line(b / "accelerate.yaml", "distributed_type:",
+                                                     "distributed_type: BOGUS"), "distributed_type"),
+    ("processes as a word", lambda b: _set_line(b / "accelerate.yaml", "num_processes:", "num_processes: eight"),
+     "num_processes"),
+    ("empty accelerate.yaml", lambda b: (b / "accelerate.yaml").write_text("", encoding="utf-8"), "accelerate.yaml"),
+    ("zero_optimization as a list", lambda b: (b / "ds_config.json").write_text(
+        json.dumps({**json.loads((b / "ds_config.json").read_text()), "zero_optimization": [1, 2]})),
+     "zero_optimization"),
+    ("train.py missing", lambda b: (b / "train.py").unlink(), "train.py: missing"),
+])
+def test_check_lists_what_verify_would_stop_on(tmp_path, capsys, label, edit, said):
+    """A bundle file edited into something that cannot run: `check --bundle` reports it as an error (exit 1), as
+    verify's consistency step does, instead of passing on plan.json's values."""
+    from advisor.cli import main as cli_main
+
+    out = _edited_bundle(tmp_path, edit)
+    capsys.readouterr()
+    rc = cli_main(["check", "--bundle", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 1, text
+    assert "problem(s) in the bundle's files" in text and said in text
+
+
+def test_a_config_value_written_as_an_expression_is_named(tmp_path, capsys):
+    from advisor.cli import main as cli_main
+
+    out = _edited_bundle(tmp_path, lambda b: None)
+    text = (out / "train.py").read_text(encoding="utf-8")
+    (out / "train.py").write_text(text.replace("    'micro_batch': ", "    'micro_batch': 10**30 or ", 1),
+                                  encoding="utf-8")
+    capsys.readouterr()
+    assert cli_main(["check", "--bundle", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "CONFIG['micro_batch']" in err and "an expression" in err
+
+
+def test_an_unedited_bundle_has_no_file_problem(tmp_path, capsys):
+    from advisor.cli import main as cli_main
+
+    out = _edited_bundle(tmp_path, lambda b: None)
+    capsys.readouterr()
+    assert cli_main(["check", "--bundle", str(out)]) == 0
+    assert "problem(s) in the bundle's files" not in capsys.readouterr().out

@@ -51,9 +51,9 @@ def test_clean_configuration_is_ok():
 
 
 def test_warnings_alone_keep_ok_true():
-    # LoRA with everything offloaded: PEFT003 warns (only the adapter's states move), nothing is an error
+    # LoRA with optimizer offload: PEFT003 warns (only the adapter's states move), nothing is an error
     report = check_request(Request(model="qwen2.5-0.5b", gpu="H100-80GB", gpus=1, method="lora", backend="deepspeed",
-                                   zero=3, offload="all"))
+                                   zero=3, offload="optimizer"))
     assert report.ok
     assert any(f.id == "PEFT003" and f.status == "fail" and f.severity == "warning" for f in report.findings)
 

@@ -29,6 +29,15 @@ SHAPES = [
     dict(model="llama-3.1-8b", gpu="H100-80GB", gpus=2, backend="deepspeed", zero=3, offload="optimizer"),
     dict(model="qwen2.5-0.5b", gpu="H100-80GB", gpus=1, packing=True, seq_len=4096),
     dict(model="qwen2.5-0.5b", gpu="H100-80GB", gpus=1, liger=True, grad_ckpt=False),
+    # QLoRA on every sharded backend under each precision: the load dtype and the 4-bit storage dtype must agree
+    # (PEFT001 / PEFT002), also on GPUs without bf16 (fp16-mixed)
+    dict(model="llama-3.1-8b", gpu="T4", gpus=2, backend="deepspeed", zero=3, method="qlora", precision="fp16-mixed"),
+    dict(model="llama-3.1-8b", gpu="V100-32GB", gpus=2, backend="deepspeed", zero=2, method="qlora",
+         precision="fp16-mixed"),
+    dict(model="llama-3.1-8b", gpu="V100-32GB", gpus=2, backend="fsdp2", method="qlora", precision="fp16-mixed"),
+    dict(model="llama-3.1-8b", gpu="H100-80GB", gpus=2, backend="deepspeed", zero=3, method="qlora",
+         precision="bf16-mixed"),
+    dict(model="llama-3.1-8b", gpu="H100-80GB", gpus=2, backend="fsdp2", method="qlora", precision="bf16-mixed"),
 ]
 
 
@@ -68,4 +77,32 @@ def test_generated_bundle_checks_clean(tmp_path, shape, with_plan_json):
     # accelerate and DeepSpeed files): plan.json is only the record it is compared with
     assert report.plan == plan
     assert report.reading.vs_config == [] and report.reading.vs_plan_json == []
+    assert not report.differences
+
+
+PLANNER_HARDWARE = ("t4_x1.json", "rtx4090_x4_pcie_nop2p.json", "a100_40gb_x8.json", "h100_sxm_x8_nvlink.json")
+PLANNER_JOBS = [dict(model=m, trainer=t, method=k) for m, t, k in (
+    ("llama-3.1-8b", "kto", "qlora"), ("llama-3.1-8b", "sft", "qlora"), ("qwen2.5-3b", "dpo", "lora"),
+    ("qwen2.5-1.5b", "grpo", "full"), ("qwen2.5-7b", "sft", "full"), ("qwen2.5-0.5b", "rloo", "lora"),
+    ("llama-3.1-8b", "dpo", "full"), ("qwen3-30b-a3b", "sft", "lora"), ("qwen2.5-3b", "kto", "lora"))]
+
+
+@pytest.mark.parametrize("hardware", PLANNER_HARDWARE)
+@pytest.mark.parametrize("job", PLANNER_JOBS, ids=lambda j: f"{j['model']}-{j['trainer']}-{j['method']}")
+def test_the_planners_bundle_passes_its_own_check(tmp_path, hardware, job):
+    """Whatever the planner picks on a machine, `check --bundle` on what `generate` wrote finds no error (a pick it
+    writes but its own rules reject would stop the user at verify)."""
+    from pathlib import Path
+
+    from advisor.bundle.generate import generate
+    from advisor.core.errors import NoFeasiblePlanError
+
+    fixture = str(Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / hardware)
+    out = tmp_path / "bundle"
+    try:
+        generate(Request(**job, hardware=fixture), out=str(out))
+    except NoFeasiblePlanError:
+        pytest.skip("no plan on this machine")
+    report = check_bundle(str(out), hardware=fixture)
+    assert not [(f.id, f.message) for f in report.errors]
     assert not report.differences

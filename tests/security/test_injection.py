@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -245,9 +246,16 @@ def test_model_folder_payloads_are_encoded_and_inert(tmp_path, capsys, label):
 def test_out_folder_payloads_are_inert(tmp_path, capsys, label):
     marker = tmp_path / "pwned"
     bundle = tmp_path / "out" / marker_payloads(marker)[label].replace("/", "_")
-    rc, _, err = _run(["generate", "--model", "0.5B", "--trainer", "grpo", "--vllm", "server", "--gpus", "4",
-                       "--gpu", "H100-80GB", "--out", str(bundle)], capsys)
+    rc, out, err = _run(["generate", "--model", "0.5B", "--trainer", "grpo", "--vllm", "server", "--gpus", "4",
+                         "--gpu", "H100-80GB", "--out", str(bundle)], capsys)
     assert rc == 0, err
+    # the commands printed for pasting into a shell (generate's report, the bundle README's verify lines) hold the
+    # folder as one shell word, the path itself
+    wrote = next(line for line in out.splitlines() if line.startswith("wrote"))
+    assert shlex.split(wrote.split(": bash ", 1)[1]) == [f"{bundle}/launch.sh"]
+    readme = (bundle / "README.md").read_text(encoding="utf-8")
+    verify_lines = [line for line in readme.splitlines() if line.startswith("trl-advisor verify")]
+    assert verify_lines and all(shlex.split(line, comments=True)[2] == str(bundle) for line in verify_lines)
     calls = _run_bundle(bundle, tmp_path)
     assert not marker.exists()
     # the server (started in the background: its stand-in may log at any moment), its readiness probe, then training
@@ -292,3 +300,17 @@ def test_reports_escape_control_characters_from_user_files(tmp_path, capsys):
     assert rc == 1 and "Traceback" not in err
     assert "bad\\x1b[2Jkey" in out and "bogus\\x1b[31mkey" in out  # quoted in the findings, escaped
     assert "\x1b" not in out and "\x1b" not in err
+
+
+def test_error_messages_escape_control_characters_from_user_files(tmp_path, capsys):
+    """A GPU name in a hardware file reaches the error line on stderr: it is shown escaped, not obeyed (a window
+    title OSC, a screen clear)."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / "h100_sxm_x8_nvlink.json"
+    data = json.loads(fixture.read_text(encoding="utf-8"))
+    for gpu in data["gpus"]:
+        gpu["name"] = "NVIDIA \x1b]0;pwned\x07Bogus \x1b[2J"
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    rc, out, err = _run(["estimate", "--model", "0.5B", "--hardware", str(path)], capsys)
+    assert rc == 2 and "\\x1b]0;pwned\\x07" in err
+    assert "\x1b" not in err and "\x07" not in err

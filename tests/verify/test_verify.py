@@ -53,7 +53,8 @@ def test_pass_case_runs_launch_sh_and_compares_with_the_estimate_of_the_files(tm
     assert set(_status(outcome).values()) == {"pass"}, outcome.render()
     assert outcome.passed
     (call,) = run.calls
-    assert call["command"] == ["bash", "launch.sh", "--max-steps", "10", "--random-init", "--synthetic-data"]
+    assert call["command"] == ["bash", "launch.sh", "--max-steps", "10", "--no-save", "--random-init",
+                               "--synthetic-data"]
     assert call["cwd"] == bundle
     assert call["timeout_seconds"] == 20 * 60
     assert (bundle / "verify.log").is_file()
@@ -95,7 +96,7 @@ def test_flags_pass_through_and_timeout_keyword(tmp_path):
     bundle = make_bundle(tmp_path)
     run = FakeRun()
     _verify(bundle, run, steps=3, random_init=False, synthetic_data=False, timeout_seconds=90)
-    assert run.calls[0]["command"] == ["bash", "launch.sh", "--max-steps", "3"]
+    assert run.calls[0]["command"] == ["bash", "launch.sh", "--max-steps", "3", "--no-save"]
     assert run.calls[0]["timeout_seconds"] == 90
 
 

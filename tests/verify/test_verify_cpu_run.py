@@ -43,7 +43,8 @@ def test_verify_runs_a_tiny_bundle_on_the_cpu(tmp_path, monkeypatch):
     status = {s.name: s.status for s in outcome.steps}
     log = (bundle / "verify.log").read_text()
     assert status["run"] == "pass", f"{outcome.step('run').detail}\n{log[-3000:]}"
-    assert outcome.command[:6] == ["bash", "launch.sh", "--max-steps", "2", "--random-init", "--synthetic-data"]
+    assert outcome.command[:7] == ["bash", "launch.sh", "--max-steps", "2", "--no-save", "--random-init",
+                                   "--synthetic-data"]
     assert outcome.measured["steps"] == 2 and outcome.measured["ranks"] == 1
     assert outcome.measured["device"] == "cpu" and outcome.measured["per_gpu_peak_bytes"] is None
     assert outcome.measured["host_peak_rss_bytes"] > 0

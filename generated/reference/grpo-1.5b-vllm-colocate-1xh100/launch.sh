@@ -4,8 +4,8 @@
 # Plan: 1 GPU, full, bf16, mb 16 x ga 4, liger, vllm colocate
 #
 #   bash launch.sh                                                the full run
-#   bash launch.sh --max-steps 20                                 a short run (options go to train.py: --help)
-#   bash launch.sh --max-steps 5 --random-init --synthetic-data   offline smoke test: random weights, no download
+#   bash launch.sh --max-steps 20                                 a short run, saved to output/ (options go to train.py: --help)
+#   bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data   offline smoke test, nothing kept
 # Re-create: trl-advisor generate --model 1.5B --trainer grpo --gpus 1 --gpu H100-80GB --vllm colocate
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"

@@ -4,8 +4,8 @@
 # Plan: FSDP2, full, bf16, mb 8 x ga 2, grad-ckpt, liger, vllm server on 2 GPU
 #
 #   bash launch.sh                                                the full run
-#   bash launch.sh --max-steps 20                                 a short run (options go to train.py: --help)
-#   bash launch.sh --max-steps 5 --random-init --synthetic-data   offline smoke test: random weights, no download
+#   bash launch.sh --max-steps 20                                 a short run, saved to output/ (options go to train.py: --help)
+#   bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data   offline smoke test, nothing kept
 #
 # vLLM server mode: GPUs 6,7 of node 0 run `vllm serve` (generation), GPUs 0,1,2,3,4,5 train.
 # When CUDA_VISIBLE_DEVICES is set (a scheduler's allocation), these numbers count within the GPUs it lists.

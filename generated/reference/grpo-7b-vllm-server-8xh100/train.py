@@ -7,8 +7,8 @@ the plan decided is in CONFIG below, with the reason next to it; plan.json holds
 Plan: FSDP2, full, bf16, mb 8 x ga 2, grad-ckpt, liger, vllm server on 2 GPU
 
     bash launch.sh                                                # the full run (accelerate launch ... train.py)
-    bash launch.sh --max-steps 20                                 # a short run
-    bash launch.sh --max-steps 5 --random-init --synthetic-data   # offline smoke test: random weights, no download
+    bash launch.sh --max-steps 20                                 # a short run; the model is saved to output/
+    bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data   # offline smoke test, nothing kept
     python train.py --cpu --max-steps 2 --random-init --synthetic-data \
         --config-overrides '{"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128}'
                                                                   # a tiny model on a machine without GPU
@@ -100,8 +100,11 @@ FP16 = False  # TrainingArguments.fp16
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--max-steps", type=int, default=-1, metavar="N",
-                        help="stop after N optimizer steps (short runs; trl-advisor verify)")
+    parser.add_argument("--max-steps", type=int, default=CONFIG.get("max_steps", -1), metavar="N",
+                        help="stop after N optimizer steps, the model saved at the end as after a full run "
+                             "(default: CONFIG's max_steps, the job generate was sized for, else one epoch)")
+    parser.add_argument("--no-save", action="store_true",
+                        help="save no checkpoint and no final model (measuring runs: trl-advisor verify)")
     parser.add_argument("--dataset", default=DATASET, metavar="HUB_ID",
                         help="training data on the Hugging Face Hub (default: %(default)s)")
     parser.add_argument("--dataset-split", default="train")
@@ -304,7 +307,9 @@ def prompts_that_fit(data: Dataset, tokenizer) -> Dataset:
     def length(row) -> int:
         prompt = row["prompt"]
         if isinstance(prompt, list):  # conversational: what the model sees is the chat template's rendering
-            return len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True))
+            # transformers 5 returns a BatchEncoding (return_dict=True) by default: len() of it is its key count
+            ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=False)
+            return len(ids)
         return len(tokenizer(prompt)["input_ids"])
 
     kept = data.filter(lambda row: length(row) <= PROMPT_TOKENS, desc=f"prompts of at most {PROMPT_TOKENS} tokens")
@@ -449,11 +454,14 @@ def training_config(args: argparse.Namespace) -> GRPOConfig:
         num_train_epochs=1,
         max_steps=args.max_steps,
         logging_steps=1 if 0 < args.max_steps <= 100 else 10,
-        save_strategy="no" if args.max_steps > 0 else "steps",  # short runs measure; they do not checkpoint
+        save_strategy="no" if args.no_save else "steps",  # a measuring run (verify) keeps nothing
         save_steps=500,
         report_to="none",  # "wandb", "tensorboard", ... to log somewhere
         seed=args.seed,
         dataloader_pin_memory=not args.cpu,
+        # TRL loads the reference model and a colocated vLLM engine itself, with args.trust_remote_code
+        # (rloo_trainer.py, grpo_trainer.py, generation/vllm_generation.py): it must say what the model load says
+        **({"trust_remote_code": TRUST_REMOTE_CODE} if TRUST_REMOTE_CODE else {}),
     )
     world = int(os.environ.get("WORLD_SIZE", "1"))
     generation_batch_size = None
@@ -510,7 +518,7 @@ def main(argv: list[str] | None = None) -> None:
         callbacks=callbacks,
     )
     trainer.train()
-    if args.max_steps <= 0:
+    if not args.no_save:
         trainer.save_model(args.output_dir)
     # Every process gets here before any tears the process group down: a node whose processes leave first closes the
     # rendezvous store under the others (seen as a TCPStore abort in a two-node run; torch also warns when

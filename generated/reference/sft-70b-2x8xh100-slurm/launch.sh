@@ -4,8 +4,8 @@
 # Plan: FSDP2, lora r16, bf16, mb 4 x ga 1, grad-ckpt
 #
 #   bash launch.sh                                                the full run
-#   bash launch.sh --max-steps 20                                 a short run (options go to train.py: --help)
-#   bash launch.sh --max-steps 5 --random-init --synthetic-data   offline smoke test: random weights, no download
+#   bash launch.sh --max-steps 20                                 a short run, saved to output/ (options go to train.py: --help)
+#   bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data   offline smoke test, nothing kept
 #
 # 2 nodes x 8 GPUs: run this once on every node (`sbatch slurm.sbatch` does that with srun):
 #   MACHINE_RANK       this node's rank, 0 .. 1 (default: SLURM_PROCID, else 0)

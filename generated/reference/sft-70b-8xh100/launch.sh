@@ -4,8 +4,8 @@
 # Plan: FSDP2, lora r16, bf16, mb 8 x ga 1, grad-ckpt, liger
 #
 #   bash launch.sh                                                the full run
-#   bash launch.sh --max-steps 20                                 a short run (options go to train.py: --help)
-#   bash launch.sh --max-steps 5 --random-init --synthetic-data   offline smoke test: random weights, no download
+#   bash launch.sh --max-steps 20                                 a short run, saved to output/ (options go to train.py: --help)
+#   bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data   offline smoke test, nothing kept
 # Re-create: trl-advisor generate --model 70B --trainer sft --gpus 8 --gpu H100-80GB
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"

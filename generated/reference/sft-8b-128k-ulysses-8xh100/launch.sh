@@ -4,8 +4,8 @@
 # Plan: ZeRO-1, full, bf16, mb 4 x ga 16, grad-ckpt, liger, ulysses sp=8
 #
 #   bash launch.sh                                                the full run
-#   bash launch.sh --max-steps 20                                 a short run (options go to train.py: --help)
-#   bash launch.sh --max-steps 5 --random-init --synthetic-data   offline smoke test: random weights, no download
+#   bash launch.sh --max-steps 20                                 a short run, saved to output/ (options go to train.py: --help)
+#   bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data   offline smoke test, nothing kept
 # Re-create: trl-advisor generate --model 8B --trainer sft --gpus 8 --gpu H100-80GB --seq-len 131072 --attn flash_attention_2 --sp-size 8
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"

@@ -4,8 +4,8 @@
 # Plan: 1 GPU, qlora r16, bf16, mb 2 x ga 32, liger
 #
 #   bash launch.sh                                                the full run
-#   bash launch.sh --max-steps 20                                 a short run (options go to train.py: --help)
-#   bash launch.sh --max-steps 5 --random-init --synthetic-data   offline smoke test: random weights, no download
+#   bash launch.sh --max-steps 20                                 a short run, saved to output/ (options go to train.py: --help)
+#   bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data   offline smoke test, nothing kept
 # Re-create: trl-advisor generate --model 8B --trainer sft --method qlora --gpus 1 --gpu RTX-4090
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
