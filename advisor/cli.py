@@ -55,8 +55,10 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
-def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
-    """The REQUEST flags of the contract, shared by estimate, check and generate."""
+def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True, where: bool = True) -> None:
+    """The REQUEST flags of the contract, shared by estimate, check and generate. `where=False` (recommend, which
+    chooses the hardware itself) keeps the hardware flags parseable, so that giving one is a clear usage error, but
+    out of --help."""
     g = p.add_argument_group("what to train")
     g.add_argument("--model", required=model_required,
                    help="catalogue id, HF repo id, size (7B, 70B), local dir or config.json, or a hub id")
@@ -69,10 +71,11 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
     g.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step, all GPUs")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     h = p.add_argument_group("where")
-    h.add_argument("--gpus", type=_positive_int, help="GPUs per node")
-    h.add_argument("--nodes", type=_positive_int, help="number of nodes")
-    h.add_argument("--gpu", help="catalogue GPU (H100-80GB, H200, RTX-4090...; list: trl-advisor gpus)")
-    h.add_argument("--hardware", metavar="FILE", help="a `trl-advisor probe --json` file")
+    hidden = {} if where else {"help": argparse.SUPPRESS}
+    h.add_argument("--gpus", type=_positive_int, **({"help": "GPUs per node"} | hidden))
+    h.add_argument("--nodes", type=_positive_int, **({"help": "number of nodes"} | hidden))
+    h.add_argument("--gpu", **({"help": "catalogue GPU (H100-80GB, H200, RTX-4090...; list: trl-advisor gpus)"} | hidden))
+    h.add_argument("--hardware", metavar="FILE", **({"help": "a `trl-advisor probe --json` file"} | hidden))
     k = p.add_argument_group("how (pin a knob; unpinned knobs are defaulted or searched)")
     k.add_argument("--backend", help="single | ddp | deepspeed | fsdp2")
     k.add_argument("--zero", type=_positive_int, help="DeepSpeed ZeRO stage 0-3")
@@ -86,7 +89,7 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
     k.add_argument("--sp-size", type=_positive_int, help="Ulysses sequence-parallel degree")
     k.add_argument("--cp-size", type=_positive_int, help="ring-attention context-parallel degree")
     k.add_argument("--unsloth", action="store_true", default=None, help="use Unsloth (single GPU LoRA/QLoRA)")
-    t = p.add_argument_group("GRPO / RLOO / DPO / KTO")
+    t = p.add_argument_group("GRPO / RLOO / DPO / KTO / GKD")
     t.add_argument("--num-generations", type=_positive_int, help="completions per prompt")
     t.add_argument("--max-completion-len", type=_positive_int, help="completion part of --seq-len")
     t.add_argument("--vllm", help="none | colocate | server")
@@ -113,7 +116,13 @@ NEGATABLE_FLAGS = frozenset({"grad_ckpt", "liger", "packing"})
 def request_from_args(args: argparse.Namespace):
     from advisor.core.request import Request
 
-    return Request(**{name: getattr(args, name) for name in REQUEST_FIELDS})
+    values = {name: getattr(args, name) for name in REQUEST_FIELDS}
+    for name, value in values.items():
+        if isinstance(value, str) and not value.strip():
+            # an empty value is not the flag left out: `--gpu ""` from a script whose variable was unset
+            flag = "--" + name.replace("_", "-")
+            raise AdvisorError(f"{flag} is empty", hint=f"give {flag} a value, or leave the flag out")
+    return Request(**values)
 
 
 def _print_json(data) -> None:
@@ -230,6 +239,8 @@ def cmd_check(args) -> int:
 def cmd_generate(args) -> int:
     from advisor.bundle.generate import generate
 
+    if args.out is not None and not args.out.strip():
+        raise AdvisorError("--out is empty", hint="name the folder to write, or leave --out out for the default")
     outcome = generate(request_from_args(args), out=args.out, force=args.force)
     for note in outcome.notes:
         _note(note)
@@ -375,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp = command("recommend", cmd_recommend, "which GPUs to rent for a job (--tokens N or --steps N): every "
                  "catalogue GPU type and count planned, ranked by time and cost")
-    add_request_flags(sp)
+    add_request_flags(sp, where=False)
     r = sp.add_argument_group("what to rent (no --gpu, --gpus, --nodes or --hardware: recommend chooses them)")
     r.add_argument("--gpu-types", metavar="A,B,...", help="GPU types to consider (default: every supported one)")
     r.add_argument("--max-gpus", type=_positive_int, help="most GPUs of one type (default 64: 8 nodes of 8)")

@@ -129,7 +129,16 @@ def resolve_teacher(req: Request, model: ModelSpec) -> tuple[str, int]:
 
     teacher = lookup(req.teacher)
     if teacher.vocab != model.vocab:
+        from advisor.catalog import all_models
+
+        # the catalogue's larger models with exactly the student's vocabulary: teachers GKD accepts
+        # (the student's own family first: a vocabulary of one size from another family may mean other tokens)
+        fits = sorted((m for m in all_models() if m.vocab == model.vocab and m.params > model.params),
+                      key=lambda m: (m.model_type != model.model_type, m.params))
+        named = ", ".join(m.id for m in fits[:4])
+        hint = (f"catalogue teachers with the student's {model.vocab:,}-token vocabulary: {named}" if fits else
+                "choose a teacher of the student's family with the same vocab_size (its config.json)")
         raise AdvisorError(f"--teacher {teacher.id} has a vocabulary of {teacher.vocab:,} tokens and the student "
                            f"{model.id} {model.vocab:,}: GKD compares the two distributions over one vocabulary",
-                           hint="choose a teacher of the student's family with the same vocab_size (its config.json)")
+                           hint=hint)
     return teacher.hf_id, teacher.params

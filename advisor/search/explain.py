@@ -37,6 +37,10 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
                                  f"{plan.global_batch} sequences per step (target {target})")
         if plan.num_generations:
             reasons["grad_accum"] += f"; divisible by num_generations {plan.num_generations} (GRPOConfig rule)"
+        if plan.global_batch != target and target % plan.dp_size:
+            # say why the target was missed: no micro-batch x accumulation over these processes gives it
+            reasons["grad_accum"] += (f"; {target} is not a multiple of the {plan.dp_size} data-parallel processes: "
+                                      "pass --global-batch to choose another")
     if not pin("grad_ckpt", "grad_ckpt"):
         other = _twin(candidates, plan, grad_ckpt=not plan.grad_ckpt)
         if plan.grad_ckpt:

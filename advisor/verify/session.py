@@ -92,6 +92,12 @@ def _signals_stop_the_run():
             signal.signal(sig, handler)
 
 
+MAX_VERIFY_STEPS = 10_000
+"""verify measures a short run: thousands of steps are a training run (launch.sh), not a check."""
+MAX_VERIFY_TIMEOUT_SECONDS = 7 * 24 * 3600
+"""A week: past it a limit is no limit (and a timer that large overflows some platforms' sleep)."""
+
+
 def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, random_init: bool = False,
            synthetic_data: bool = False, runner: Runner | None = None, probe: Callable[[], Any] | None = None,
            timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, extra_args: Sequence[str] = (),
@@ -121,6 +127,12 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, rand
     progress = _stream(progress)
     if steps is not None and steps < 1:
         raise AdvisorError(f"--steps must be at least 1, got {steps}", hint="for example --steps 10")
+    if steps is not None and steps > MAX_VERIFY_STEPS:
+        raise AdvisorError(f"--steps {steps:,} is not a short run (verify runs at most {MAX_VERIFY_STEPS:,} steps)",
+                           hint="for a real run: bash launch.sh --max-steps N")
+    if not 1 <= timeout_seconds <= MAX_VERIFY_TIMEOUT_SECONDS:
+        raise AdvisorError(f"--timeout must be between 1 and {MAX_VERIFY_TIMEOUT_SECONDS} seconds, got "
+                           f"{timeout_seconds:g}", hint="for example --timeout 1200 (the default)")
     b = _load_bundle(bundle_dir)
     out = VerifyOutcome(bundle=str(b.path), dry_run=dry_run)
     out.planned = _predictions(b.doc)

@@ -184,3 +184,21 @@ def test_gpu_beside_hardware_names_the_reports_gpu(tmp_path):
     hw = json.loads(proc.stdout)["hardware"]
     assert hw["gpu"] == "H100-80GB" and hw["gpus_per_node"] == 8
     assert "(--gpu) for the report's 'NVIDIA Next-Gen 80GB'" in proc.stderr
+
+
+@pytest.mark.parametrize("flags", [["--gpu", ""], ["--out", ""], ["--model", " "], ["--teacher", ""]])
+def test_an_empty_value_is_a_usage_error_not_a_flag_left_out(flags, tmp_path):
+    """A script whose variable was unset passes `--gpu ""`: planning for another GPU than meant would be wrong."""
+    args = ["generate", "--model", "0.5B", *flags] if flags[0] != "--model" else ["generate", *flags]
+    proc = run(*args, "--gpus", "1")
+    assert_one_line_error(proc)
+    assert f"{flags[0]} is empty" in proc.stderr
+
+
+def test_a_gkd_teacher_of_another_vocabulary_names_ones_that_fit():
+    proc = run("generate", "--model", "qwen2.5-0.5b", "--trainer", "gkd", "--teacher", "qwen2.5-7b", "--gpus", "1",
+               "--gpu", "H100-80GB")
+    assert_one_line_error(proc)
+    hint = next(line for line in proc.stderr.splitlines() if line.startswith("hint: "))
+    # larger catalogue models with the student's exact vocabulary, its own family first
+    assert "151,936-token vocabulary: qwen2.5-1.5b, qwen2.5-3b" in hint

@@ -533,3 +533,14 @@ def test_a_gpu_bound_plan_keeps_the_narrow_cap(tmp_path):
     outcome = _verify(bundle, _speed_run(bundle, 1.0, spread=0.3))
     assert outcome.predicted["host_bound_share"] < HOST_BOUND_NOTE_SHARE
     assert outcome.to_json()["tolerance"]["tokens_per_second_spread_cap_pct"] == SPEED_SPREAD_CAP_PCT
+
+
+@pytest.mark.parametrize(("kwargs", "said"), [
+    ({"timeout_seconds": 0}, "--timeout must be between"), ({"timeout_seconds": -5}, "--timeout must be between"),
+    ({"steps": 10**20}, "is not a short run")])
+def test_verify_refuses_limits_that_are_no_limits(tmp_path, kwargs, said):
+    from advisor.core.errors import AdvisorError
+    from advisor.verify import verify
+
+    with pytest.raises(AdvisorError, match=said):
+        verify(str(tmp_path), dry_run=True, **kwargs)

@@ -65,7 +65,7 @@ CONFIG = {
     'precision': 'bf16',  # bf16: FSDP2 computes in 16-bit (MixedPrecisionPolicy); accelerate upcasts the trained weights to fp32, so master weights, gradients and Adam states are fp32, sharded; H100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
     'micro_batch': 8,  # 8: the largest that stays within the global batch
-    'grad_accum': 2,  # 8 x 6 data-parallel x 2 = 96 sequences per step (target 64); divisible by num_generations 8 (GRPOConfig rule)
+    'grad_accum': 2,  # 8 x 6 data-parallel x 2 = 96 sequences per step (target 64); divisible by num_generations 8 (GRPOConfig rule); 64 is not a multiple of the 6 data-parallel processes: pass --global-batch to choose another
     'grad_ckpt': True,  # on: allows a larger micro-batch, 17,835 vs 15,381 tokens/s without it
     'liger': True,  # on: predicted faster or smaller
     'attn': 'sdpa',  # sdpa: PyTorch's fused attention, no extra package
