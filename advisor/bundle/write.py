@@ -105,12 +105,7 @@ def _write_into_empty(files: dict[str, str], target: Path, out_dir: str, *, guar
     try:
         with guard.deferred():
             staging = _make_work_folder(target, "new", target.name)
-        new = staging / _PAYLOAD
-        os.mkdir(new)
-        for name, content in files.items():
-            _write_file(new / name, content, 0o755 if name in _EXECUTABLE else 0o644)
-        _write_file(new / MARKER_NAME, MARKER_TEXT, 0o644)
-        _fsync_dir(new)
+        new = _fill_payload(staging, files)
         with guard.deferred():
             names = [*files, MARKER_NAME]
             if sorted(os.listdir(target)) != [staging.name]:  # someone wrote there meanwhile: do not mix bundles
@@ -213,13 +208,7 @@ def _write_and_swap(files: dict[str, str], target: Path, out_dir: str, *, force:
     try:
         with guard.deferred():  # the folder exists from mkdir on: `staging` must name it before a signal lands
             staging = _make_work_folder(parent, "new", target.name)
-        new = staging / _PAYLOAD
-        os.mkdir(new)
-        for name, content in files.items():
-            _write_file(new / name, content, 0o755 if name in _EXECUTABLE else 0o644)
-        _write_file(new / MARKER_NAME, MARKER_TEXT, 0o644)
-        os.chmod(new, 0o755)
-        _fsync_dir(new)  # the names, not only the contents, survive a crash (fsync(2): fsync the directory too)
+        new = _fill_payload(staging, files)
         with guard.deferred():  # between the two renames out_dir is missing: no signal may stop us there
             _check_target(target, out_dir, force=force)
             if os.path.lexists(target):
@@ -239,6 +228,18 @@ def _write_and_swap(files: dict[str, str], target: Path, out_dir: str, *, force:
                 _remove_work_folder(staging, keep_payload=False)
             if aside is not None:  # not committed and not put back: the old bundle stays for _remove_stale
                 _remove_work_folder(aside, keep_payload=not committed)
+
+
+def _fill_payload(staging: Path, files: dict[str, str]) -> Path:
+    """The bundle, written and fsynced in staging/_PAYLOAD (the folder renamed into place, or emptied into out_dir)."""
+    new = staging / _PAYLOAD
+    os.mkdir(new)
+    for name, content in files.items():
+        _write_file(new / name, content, 0o755 if name in _EXECUTABLE else 0o644)
+    _write_file(new / MARKER_NAME, MARKER_TEXT, 0o644)
+    os.chmod(new, 0o755)
+    _fsync_dir(new)  # the names, not only the contents, survive a crash (fsync(2): fsync the directory too)
+    return new
 
 
 def _write_file(path: Path, content: str, mode: int) -> None:
