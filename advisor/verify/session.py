@@ -95,7 +95,7 @@ def _signals_stop_the_run():
 MAX_VERIFY_STEPS = 10_000
 """verify measures a short run: thousands of steps are a training run (launch.sh), not a check."""
 MAX_VERIFY_TIMEOUT_SECONDS = 7 * 24 * 3600
-"""A week: past it a limit is no limit (and a timer that large overflows some platforms' sleep)."""
+"""A week: past it a limit is no limit."""
 
 
 def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, random_init: bool = False,
