@@ -18,7 +18,8 @@ def capacity_bytes(plan: Plan, target: Target) -> int:
     """What PyTorch can reserve: the GPU's memory less the CUDA context and libraries, NCCL's buffers (multi-process
     runs) and memory other processes already hold (probe)."""
     nccl = calibration.NCCL_BUFFER_BYTES if plan.num_processes > 1 else 0
-    return target.gpu_memory_bytes - calibration.CUDA_CONTEXT_BYTES - nccl - target.other_process_bytes
+    # never below 0: a GPU other processes fill leaves nothing, not a negative amount (the target notes who holds it)
+    return max(0, target.gpu_memory_bytes - calibration.CUDA_CONTEXT_BYTES - nccl - target.other_process_bytes)
 
 
 def reserved_bytes(peak: int, persistent: int) -> int:

@@ -94,6 +94,9 @@ def target_from_report(report, req: Request, *, origin: str) -> Target:
     else:
         mem, count = min(g.memory_total_bytes for g in report.gpus), len(report.gpus)
     other = max((g.other_process_bytes or 0) for g in report.gpus)
+    if other and other >= mem // 4:
+        notes.append(f"other processes hold {other / (1 << 30):.1f} GiB of a GPU's {mem / (1 << 30):.1f} GiB (the "
+                     "busiest GPU of the report): the plan uses what they leave")
     link = _link_from_report(report, gpu)
     host = report.host
     cluster = report.cluster

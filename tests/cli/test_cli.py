@@ -202,3 +202,19 @@ def test_a_gkd_teacher_of_another_vocabulary_names_ones_that_fit():
     hint = next(line for line in proc.stderr.splitlines() if line.startswith("hint: "))
     # larger catalogue models with the student's exact vocabulary, its own family first
     assert "151,936-token vocabulary: qwen2.5-1.5b, qwen2.5-3b" in hint
+
+
+def test_a_gpu_other_processes_fill_has_nothing_usable_not_a_negative_amount(tmp_path):
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "hardware" /
+                       "h100_sxm_x8_nvlink.json").read_text(encoding="utf-8"))
+    for gpu in data["gpus"]:
+        gpu["other_process_bytes"] = gpu["memory_used_bytes"] = gpu["memory_total_bytes"] - 10**8
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    proc = run("estimate", "--model", "0.5B", "--hardware", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    memory = json.loads(proc.stdout)["memory"]
+    assert memory["gpu_capacity_bytes"] == 0 and not memory["fits"]
+    assert "other processes hold 79.6 GiB" in proc.stderr
