@@ -245,23 +245,20 @@ FILES_FINDING = ("FILES001", "bundle-files-agree")
 """A trl-advisor bundle whose files contradict train.py's CONFIG or each other (a value that cannot run, a file
 missing): the checks `verify` makes before it runs anything (advisor.bundle.consistency), so that `check --bundle`
 lists every one of them. Not a rule (`explain` does not know it): rendered in its own section, as errors."""
-BUNDLE_TEXT_NAMES = ("README.md", "plan.json", "train.py", "accelerate.yaml", "ds_config.json", "launch.sh",
-                     "requirements.txt", "slurm.sbatch", "model_config.json", "teacher_config.json")
-EDITED_AFTER_PLANNING = ("plan.json: plan.", " but train.py CONFIG has ")
-"""A consistency problem that only says plan.json's record differs from CONFIG: an edit, reported by PLAN001."""
 
 
 def file_findings(path: str, files) -> list[Finding]:
     """FILES001 findings for a folder trl-advisor wrote (it has plan.json); none for a user's own config files."""
     import os
 
-    from advisor.bundle.consistency import check_bundle_files
+    from advisor.bundle.consistency import check_bundle_files, is_edit_after_planning
+    from advisor.bundle.write import BUNDLE_NAMES, MARKER_NAME
     from advisor.core import safeio
 
     if files is None or files.plan_json is None:
         return []
     texts: dict[str, str] = {}
-    for name in BUNDLE_TEXT_NAMES:
+    for name in sorted(BUNDLE_NAMES - {MARKER_NAME}):
         try:
             texts[name] = safeio.read_text(os.path.join(path, name), max_bytes=bundle.MAX_FILE_BYTES,
                                            what="bundle file")
@@ -271,8 +268,7 @@ def file_findings(path: str, files) -> list[Finding]:
         problems = check_bundle_files(texts)
     except Exception as exc:  # noqa: BLE001 - a malformed file must not stop the report
         problems = [f"the files could not be checked against each other: {type(exc).__name__}: {exc}"[:300]]
-    first, middle = EDITED_AFTER_PLANNING
-    problems = [p for p in problems if not (p.startswith(first) and middle in p)]
+    problems = [p for p in problems if not is_edit_after_planning(p)]  # each is a PLAN001 difference already
     rule_id, name = FILES_FINDING
     return [Finding(id=rule_id, name=name, severity="error", status=FAIL, message=p,
                     fix="re-create the bundle (trl-advisor generate --force) or correct the edited file",

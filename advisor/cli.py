@@ -71,11 +71,13 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
     g.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step, all GPUs")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     h = p.add_argument_group("where")
-    hidden = {} if where else {"help": argparse.SUPPRESS}
-    h.add_argument("--gpus", type=_positive_int, **({"help": "GPUs per node"} | hidden))
-    h.add_argument("--nodes", type=_positive_int, **({"help": "number of nodes"} | hidden))
-    h.add_argument("--gpu", **({"help": "catalogue GPU (H100-80GB, H200, RTX-4090...; list: trl-advisor gpus)"} | hidden))
-    h.add_argument("--hardware", metavar="FILE", **({"help": "a `trl-advisor probe --json` file"} | hidden))
+    def shown(text: str) -> str:
+        return text if where else argparse.SUPPRESS
+
+    h.add_argument("--gpus", type=_positive_int, help=shown("GPUs per node"))
+    h.add_argument("--nodes", type=_positive_int, help=shown("number of nodes"))
+    h.add_argument("--gpu", help=shown("catalogue GPU (H100-80GB, H200, RTX-4090...; list: trl-advisor gpus)"))
+    h.add_argument("--hardware", metavar="FILE", help=shown("a `trl-advisor probe --json` file"))
     k = p.add_argument_group("how (pin a knob; unpinned knobs are defaulted or searched)")
     k.add_argument("--backend", help="single | ddp | deepspeed | fsdp2")
     k.add_argument("--zero", type=_positive_int, help="DeepSpeed ZeRO stage 0-3")

@@ -229,6 +229,12 @@ def _gpu_list(text: str | None) -> list[int]:
 
 # ----------------------------------------------------------------------------------------------------- the checks
 
+def is_edit_after_planning(problem: str) -> bool:
+    """A problem of check_bundle_files that says only that plan.json's record differs from train.py's CONFIG: an
+    edit after planning, the user's right (check --bundle reports it as PLAN001, verify as a warning)."""
+    return problem.startswith("plan.json: plan.") and " but train.py CONFIG has " in problem
+
+
 def check_bundle_files(files: dict[str, str]) -> list[str]:
     """Problems found in a bundle (file name -> content); an empty list means consistent."""
     problems: list[str] = []

@@ -49,7 +49,7 @@ ACCELERATE_MARKERS = frozenset({"distributed_type", "compute_environment"})
 ESSENTIAL_FILES = frozenset({"plan.json", "ds_config.json", "accelerate.yaml", "accelerate.yml", "train.py"})
 MAX_YAML_BYTES = 64 * 1024
 """A YAML configuration file (an accelerate config, a TRL recipe) is a few KB. YAML is parsed by a pure-Python loader
-(safeio.BoundedSafeLoader, at about 40 KB/s on a laptop core): a 2 MB one took 46 s, which is a hang. Larger YAML
+(safeio.BoundedSafeLoader): a 1.8 MB one took 46 s to check on one CPU core (about 40 KB/s), a hang. Larger YAML
 files are skipped (noted), or refused when they are one of ESSENTIAL_FILES."""
 MAX_FOLDER_FILES = 200
 """Files of the kinds this reads that one folder may offer (a bundle has about ten): past it the bundle's own names

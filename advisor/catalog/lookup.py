@@ -318,15 +318,14 @@ def _download_config(repo_id: str) -> Path:
             f"model '{repo_id}' is not in the catalogue or the local Hugging Face cache",
             hint="install huggingface_hub to download its config.json, or pass a local directory with config.json",
         ) from None
-    hint = (_did_you_mean(repo_id, _model_choices(repo_id))
-            or "check the repo id; for a gated repo log in first (`hf auth login`), or pass a local config.json")
+    near = _did_you_mean(repo_id, _model_choices(repo_id))
     offline = _hub_unreachable()
     if offline:
         raise UnknownNameError(
             f"model '{repo_id}' is not in the catalogue or the local Hugging Face cache, and {offline}",
-            hint=_did_you_mean(repo_id, _model_choices(repo_id))
-            or "pass a local directory with config.json (or download it once online: the cache is read offline)",
-        )
+            hint=near or "pass a local directory with config.json (or download it once online: the cache is read "
+                         "offline)")
+    hint = near or "check the repo id; for a gated repo log in first (`hf auth login`), or pass a local config.json"
     try:
         with _quiet_hub():
             return Path(hf_hub_download(repo_id, "config.json", etag_timeout=HUB_ETAG_SECONDS))

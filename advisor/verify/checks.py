@@ -26,19 +26,17 @@ def step_bundle(b: _Bundle) -> StepResult:
     return StepResult("bundle", PASS, f"{b.path}: {', '.join(need)}")
 
 
-EDIT_PREFIX = "plan.json: plan."
-"""Consistency problems that say only that plan.json's record differs from train.py's CONFIG: an edit after
-planning, the user's right. They are warnings; the estimate verify compares with is the files'."""
 
 
 def step_consistency(b: _Bundle) -> StepResult:
-    from advisor.bundle.consistency import check_bundle_files
+    from advisor.bundle.consistency import check_bundle_files, is_edit_after_planning
 
     try:
         problems = check_bundle_files(b.files)
     except Exception as exc:  # a malformed file must not stop the other steps
         return StepResult("consistency", FAIL, f"could not check the files: {type(exc).__name__}: {exc}")
-    edits = [p for p in problems if p.startswith(EDIT_PREFIX) and " but train.py CONFIG has " in p]
+    # edits after planning are warnings: the estimate verify compares with is the files'
+    edits = [p for p in problems if is_edit_after_planning(p)]
     problems = [p for p in problems if p not in edits]
     warnings = [f"edited after planning: {p[len('plan.json: '):]} (verify compares with the estimate of the "
                 "files)" for p in edits]
