@@ -34,6 +34,7 @@ from advisor.catalog import resolve_gpu, resolve_model
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration as MC
+from advisor.model import dims as MD
 from advisor.model import speed as S
 from advisor.model import units as MU
 from advisor.model.bench_rows import plan_from_bench_row
@@ -49,7 +50,9 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-01-part4.jsonl", "bench/results/plan-quality-h200-2026-12-01-part3.jsonl",
            "bench/results/h200-2026-12-01-grpo-rerun.jsonl", "bench/results/h200-2026-12-01-gen-a.jsonl",
            "bench/results/h200-2026-12-01-gen-b.jsonl", "bench/results/h200-2026-12-01-gen-validate.jsonl",
-           "bench/results/h200-2026-12-01-gen-c.jsonl", "bench/results/h200-2026-12-01-host-bound-again.jsonl")
+           "bench/results/h200-2026-12-01-gen-c.jsonl", "bench/results/h200-2026-12-01-host-bound-again.jsonl",
+           "bench/results/h200-2026-12-01-remeasure-1.jsonl", "bench/results/h200-2026-12-01-remeasure-2.jsonl",
+           "bench/results/h200-2026-12-01-z3off-again.jsonl", "bench/results/h200-2026-12-01-z3-decompose.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -1099,6 +1102,47 @@ def remeasured(rows: list[Evaluated]) -> list[Evaluated]:
     return sorted(out, key=lambda e: (-e.run.step_spread, e.run.name))
 
 
+LAST_ROUND = ("bench/results/h200-2026-12-01-remeasure-1.jsonl", "bench/results/h200-2026-12-01-remeasure-2.jsonl")
+"""The re-measurement round `python -m bench.accuracy --remeasure` wrote (two commands on one machine)."""
+def decode_probe_op_range(path: str = DECODE_PROBE, root: Path = REPO) -> tuple[float, float] | None:
+    """(least, most) us per no_grad 1-element CUDA op that bench/decode_probe.py read on its machine (the run's own
+    reading and each row's)."""
+    try:
+        data = json.loads((root / path).read_text())
+    except (OSError, ValueError):
+        return None
+    ops = [h["nograd_op_us"] for h in [data.get("host") or {}] + [r.get("host") or {} for r in data.get("rows", [])]
+           if "nograd_op_us" in h]
+    return (min(ops), max(ops)) if ops else None
+
+
+def last_round_drift(rows: list[Evaluated], root: Path = REPO) -> dict[str, Any] | None:
+    """The last round's records against the same configurations' earlier records (the median of those): how much
+    slower or faster that machine was (one ratio per last-round record), and its host_probe range."""
+    by_name = {e.run.name: e for e in rows if e.run.status == "ok"}
+    mine: dict[str, list[float]] = {}
+    ops: list[float] = []
+    for path in LAST_ROUND:
+        if not (root / path).exists():
+            return None
+        for rec in _read_jsonl(root / path):
+            step = (rec.get("timing") or {}).get("median_step_seconds")
+            if rec.get("name") in by_name and rec.get("status") == "ok" and step:
+                mine.setdefault(rec["name"], []).append(float(step))
+                ops += [p["nograd_op_us"] for p in (rec.get("host_probe") or {}).values()]
+    ratios = []
+    for name, steps in mine.items():
+        earlier = list(by_name[name].run.step_records)
+        for x in steps:
+            earlier.remove(x)
+        if earlier:
+            ratios += [x / _median(earlier) - 1 for x in steps]
+    if not ratios or not ops:
+        return None
+    return {"n": len(ratios), "median": _median(ratios), "low": min(ratios), "high": max(ratios),
+            "op_low": min(ops), "op_high": max(ops)}
+
+
 def spread_floor(spread: float) -> float:
     """The smallest worst |error| one prediction can have against two records `spread` apart (the geometric
     midpoint: sqrt(1 + s) - 1 each way)."""
@@ -1114,14 +1158,26 @@ def _reproducibility_section(w, rows: list[Evaluated]) -> None:
     w("### Step time measured more than once")
     w("")
     w(f"{len(again)} configurations were measured on more than one machine or day (one H200 each; every GRPO/RLOO row "
-      "and the three SFT rows whose predicted step is at least 75 % host-bound were measured again on 2026-12-01, "
-      "the GRPO/RLOO rows with five measured steps: `python -m bench.run --generation-steps 5`). Their step time in "
+      f"and every SFT row whose predicted step is at least {100 * MC.HOST_BOUND_NOTE_SHARE:.0f} % host-bound was "
+      f"measured until it had {REMEASURE_RECORDS} records, the GRPO/RLOO rows with five measured steps: "
+      "`python -m bench.accuracy --remeasure ROWS.json`, then `python -m bench.run --rows-file ROWS.json "
+      "--generation-steps 5`; the four ZeRO-3 + optimizer offload rows were measured a second time). Their step time in "
       "every table is the median of their records (bench/accuracy.py step_of_records); memory comes from the last "
       f"record. Spread is the largest record / the smallest - 1: median {_pct(_median(spreads), False)}, worst "
       f"{_pct(max(spreads), False)}; {len(wide)} configurations spread more than {100 * SPREAD_WIDE:.0f} %, and "
       f"against records {_pct(max(spreads), False)} apart no prediction is within "
       f"{_pct(spread_floor(max(spreads)), False)} of both.")
     w("")
+    drift, probe = last_round_drift(rows), decode_probe_op_range()
+    if drift and probe:
+        w(f"The last round ({', '.join(f'`{p}`' for p in LAST_ROUND)}: one machine, one evening) measured "
+          f"{drift['n']} records of these configurations; against the median of the same configuration's earlier "
+          "records they differed by "
+          f"{_pct(drift['median'])} at the median (positive: slower) ({_pct(drift['low'])} to {_pct(drift['high'])}), while that "
+          f"machine's 1-element CUDA op took {drift['op_low']:.1f}-{drift['op_high']:.1f} us under no_grad "
+          f"(host_probe), against {probe[0]:.1f}-{probe[1]:.1f} us on the machine bench/decode_probe.py ran on: "
+          "what makes a host slower for these steps is not its per-op dispatch alone.")
+        w("")
     w("| run | split | host-bound share | records, s per step | spread | ours s | err vs the median | "
       "err vs each record |")
     w("|---|---|---|---|---|---|---|---|")
@@ -1152,6 +1208,40 @@ def decode_probe_summary(path: str = DECODE_PROBE, root: Path = REPO) -> dict[st
             "wall_ms": span("decode_step_ms"), "host_us": (min(host), max(host)),
             "prompts": sorted({r["prompt"] for r in rows}), "batches": sorted({r["batch"] for r in rows}),
             "models": sorted({r["model"] for r in rows}), "versions": d.get("versions", {})}
+
+
+ZERO3_CHECK = "bench/rows/z3-decompose-2026-12-01.json"
+"""The rows of ZERO3_DECOMPOSITION not measured before (one GPU without DeepSpeed, and ZeRO-3 without offload), as
+run: holdout by design, chosen to take the ZeRO-3 + offload rows apart before their errors were known."""
+ZERO3_DECOMPOSITION = (("smollm2-360m", "sft-sm360m-full-bf16-single-ckpt-s2048-b8", "sft-sm360m-full-bf16-z3-ckpt-s2048-b8",
+                        "sft-sm360m-full-bf16-z3off-ckpt-s2048-b8"),
+                       ("qwen2.5-1.5b", "sft-q1.5b-full-bf16-single-ckpt-s2048-b4", "sft-q1.5b-full-bf16-z3-ckpt-s2048-b4",
+                        "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4"))
+"""One configuration on one GPU without DeepSpeed, with ZeRO-3, and with ZeRO-3 + optimizer offload
+(bench/results/h200-2026-12-01-z3-decompose.jsonl; the offload rows' last records came from the same machine that
+evening, bench/results/h200-2026-12-01-z3off-again.jsonl): what each layer of DeepSpeed adds to the step."""
+
+
+def _zero3_decomposition(rows: list[Evaluated]) -> str:
+    by = {e.run.name: e for e in rows if e.run.status == "ok" and e.run.step_records}
+    parts, tensors = [], []
+    for model, single, z3, off in ZERO3_DECOMPOSITION:
+        if not all(n in by for n in (single, z3, off)):
+            return ""
+        a, b, c = by[single], by[z3], by[off]
+        # same machine, same evening: the last record of each (the offload row's earlier record is another machine's)
+        ms, mz, mo = a.run.step_records[-1], b.run.step_records[-1], c.run.step_records[-1]
+        tensors.append(MD.dims(b.model).tensors)
+        parts.append(f"{model}: ZeRO-3 adds {mz - ms:.2f} s to the step measured without DeepSpeed "
+                     f"({ms:.3f} -> {mz:.3f} s; predicted {b.pred_step - a.pred_step:.2f} s) and the optimizer "
+                     f"offload {mo - mz:.2f} s more (predicted {c.pred_step - b.pred_step:.2f} s)")
+    return (" Measured apart on one machine in one evening (bench/accuracy.py ZERO3_DECOMPOSITION): "
+            + "; ".join(parts) + f". The hooks' cost is nearly the same for {tensors[0]} and {tensors[1]} parameter "
+            "tensors, so the "
+            "per-tensor term (DS_FETCH_SECONDS, DS_GRAD_HOOK_SECONDS) under-predicts the smaller model most; the "
+            "offload rows' CPU Adam follows the host's cores (16 on these 1-GPU machines, 32 on the 2-GPU one of "
+            "2026-11-29; the evaluation's targets name none, so the model assumes 32), and the records now carry "
+            "the cores each row could use (host_cpus).")
 
 
 def _err_of(rows: list[Evaluated], name: str) -> str:
@@ -1406,7 +1496,8 @@ def render_markdown(report: Report) -> str:
       f"{_err_of(rows, 'sft-sm360m-full-bf16-z3off-ckpt-s2048-b8')}, the verify bundle ZeRO-3 0.5B "
       f"{_err_of(report.verify_rows, 'sft-0.5b-zero3')}): the per-tensor hook costs are added to the GPU time, while "
       "on a GPU-bound step they overlap it. The part2 file's DeepSpeed rows are also the only transformers 5.24 rows "
-      "(the rest ran 5.17), so the data cannot show a term for the transformers version: none is added.")
+      "(the rest ran 5.17), so the data cannot show a term for the transformers version: none is added."
+      + _zero3_decomposition(rows))
     _generation_gap(w, rows, report.verify_rows)
     w("- Peak reserved of ZeRO runs is under-predicted by 10-25 % on small models: the step's flat fp32/16-bit "
       "buffers come from new allocator segments, not from the activations' freed blocks. The allocator frees its "

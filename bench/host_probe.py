@@ -8,6 +8,7 @@ each row lets records of different machines be put side by side. Imported lazily
 
 from __future__ import annotations
 
+import os
 import time
 
 OPS = 20000
@@ -61,3 +62,15 @@ def host_probe(torch, ops: int = OPS, python_calls: int = PYTHON_CALLS) -> dict[
     out = {"nograd_op_us": per_op(nograd, ops), "autograd_op_us": per_op(autograd, ops),
            "python_call_us": per_op(python, python_calls)}
     return {k: round(v, 3) for k, v in out.items()}
+
+
+def host_cpus(torch) -> dict[str, int | str | None]:
+    """The CPUs a row's process could use: DeepSpeed's CPU Adam (ZeRO optimizer offload) runs one OpenMP thread per
+    usable core, so its step time follows this count (advisor.model.speed offload_seconds takes Target.cpu_cores);
+    the 1-GPU and 2-GPU H200 machines of bench/results have 16 and 32 cores. OMP_NUM_THREADS, when set, caps it."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        usable = os.cpu_count()
+    return {"logical_cpus": os.cpu_count(), "usable_cpus": usable, "torch_threads": torch.get_num_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}

@@ -668,7 +668,8 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     _record_data(row, trainer, tok, res)
 
     # the host's dispatch speed before and after the steps (it drifts on a shared host): launch-bound rows follow it
-    from bench.host_probe import host_probe
+    from bench.host_probe import host_cpus, host_probe
+    res["host_cpus"] = host_cpus(torch)
     res["host_probe"] = {"before": host_probe(torch)}
     rec.phase("train_setup")
     t_train = time.monotonic()

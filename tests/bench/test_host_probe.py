@@ -25,3 +25,14 @@ def test_the_worker_records_the_host_before_and_after_the_steps():
     before, train, after = (src.index('res["host_probe"] = {"before"'), src.index("trainer.train()"),
                             src.index('res["host_probe"]["after"]'))
     assert before < train < after
+
+
+def test_the_cpus_a_row_could_use_are_recorded():
+    torch = pytest.importorskip("torch")
+    cpus = HP.host_cpus(torch)
+    assert set(cpus) == {"logical_cpus", "usable_cpus", "torch_threads", "omp_num_threads"}
+    assert 1 <= cpus["usable_cpus"] <= cpus["logical_cpus"] and cpus["torch_threads"] >= 1
+    import inspect
+
+    from bench import worker as W
+    assert 'res["host_cpus"] = host_cpus(torch)' in inspect.getsource(W._run)
