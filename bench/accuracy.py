@@ -1104,16 +1104,6 @@ def remeasured(rows: list[Evaluated]) -> list[Evaluated]:
 
 LAST_ROUND = ("bench/results/h200-2026-12-01-remeasure-1.jsonl", "bench/results/h200-2026-12-01-remeasure-2.jsonl")
 """The re-measurement round `python -m bench.accuracy --remeasure` wrote (two commands on one machine)."""
-def decode_probe_op_range(path: str = DECODE_PROBE, root: Path = REPO) -> tuple[float, float] | None:
-    """(least, most) us per no_grad 1-element CUDA op that bench/decode_probe.py read on its machine (the run's own
-    reading and each row's)."""
-    try:
-        data = json.loads((root / path).read_text())
-    except (OSError, ValueError):
-        return None
-    ops = [h["nograd_op_us"] for h in [data.get("host") or {}] + [r.get("host") or {} for r in data.get("rows", [])]
-           if "nograd_op_us" in h]
-    return (min(ops), max(ops)) if ops else None
 
 
 def last_round_drift(rows: list[Evaluated], root: Path = REPO) -> dict[str, Any] | None:
@@ -1168,15 +1158,16 @@ def _reproducibility_section(w, rows: list[Evaluated]) -> None:
       f"against records {_pct(max(spreads), False)} apart no prediction is within "
       f"{_pct(spread_floor(max(spreads)), False)} of both.")
     w("")
-    drift, probe = last_round_drift(rows), decode_probe_op_range()
+    drift, probe = last_round_drift(rows), decode_probe_summary()
     if drift and probe:
+        lo, hi = probe["host_us"]
         w(f"The last round ({', '.join(f'`{p}`' for p in LAST_ROUND)}: one machine, one evening) measured "
-          f"{drift['n']} records of these configurations; against the median of the same configuration's earlier "
-          "records they differed by "
-          f"{_pct(drift['median'])} at the median (positive: slower) ({_pct(drift['low'])} to {_pct(drift['high'])}), while that "
-          f"machine's 1-element CUDA op took {drift['op_low']:.1f}-{drift['op_high']:.1f} us under no_grad "
-          f"(host_probe), against {probe[0]:.1f}-{probe[1]:.1f} us on the machine bench/decode_probe.py ran on: "
-          "what makes a host slower for these steps is not its per-op dispatch alone.")
+          f"{drift['n']} records of these configurations. Against the median of the same configuration's earlier "
+          f"records they differed by {_pct(drift['median'])} at the median, {_pct(drift['low'])} to "
+          f"{_pct(drift['high'])} (positive: slower), while that machine's 1-element CUDA op took "
+          f"{drift['op_low']:.1f}-{drift['op_high']:.1f} us under no_grad (host_probe), against {lo:.1f}-{hi:.1f} us "
+          "on the machine bench/decode_probe.py ran on: what makes a host slower for these steps is not its per-op "
+          "dispatch alone.")
         w("")
     w("| run | split | host-bound share | records, s per step | spread | ours s | err vs the median | "
       "err vs each record |")
@@ -1224,7 +1215,7 @@ evening, bench/results/h200-2026-12-01-z3off-again.jsonl): what each layer of De
 
 def _zero3_decomposition(rows: list[Evaluated]) -> str:
     by = {e.run.name: e for e in rows if e.run.status == "ok" and e.run.step_records}
-    parts, tensors = [], []
+    parts, tensors, added = [], [], []
     for model, single, z3, off in ZERO3_DECOMPOSITION:
         if not all(n in by for n in (single, z3, off)):
             return ""
@@ -1232,13 +1223,14 @@ def _zero3_decomposition(rows: list[Evaluated]) -> str:
         # same machine, same evening: the last record of each (the offload row's earlier record is another machine's)
         ms, mz, mo = a.run.step_records[-1], b.run.step_records[-1], c.run.step_records[-1]
         tensors.append(MD.dims(b.model).tensors)
+        added.append(mz - ms)
         parts.append(f"{model}: ZeRO-3 adds {mz - ms:.2f} s to the step measured without DeepSpeed "
                      f"({ms:.3f} -> {mz:.3f} s; predicted {b.pred_step - a.pred_step:.2f} s) and the optimizer "
                      f"offload {mo - mz:.2f} s more (predicted {c.pred_step - b.pred_step:.2f} s)")
     return (" Measured apart on one machine in one evening (bench/accuracy.py ZERO3_DECOMPOSITION): "
-            + "; ".join(parts) + f". The hooks' cost is nearly the same for {tensors[0]} and {tensors[1]} parameter "
-            "tensors, so the "
-            "per-tensor term (DS_FETCH_SECONDS, DS_GRAD_HOOK_SECONDS) under-predicts the smaller model most; the "
+            + "; ".join(parts) + f". ZeRO-3's cost differs by {_pct(added[1] / added[0] - 1)} between the two "
+            f"models while their parameter tensors differ by {_pct(tensors[1] / tensors[0] - 1)} ({tensors[0]} and "
+            f"{tensors[1]}): the per-tensor term (DS_FETCH_SECONDS, DS_GRAD_HOOK_SECONDS) does not follow it; the "
             "offload rows' CPU Adam follows the host's cores (16 on these 1-GPU machines, 32 on the 2-GPU one of "
             "2026-11-29; the evaluation's targets name none, so the model assumes 32), and the records now carry "
             "the cores each row could use (host_cpus).")
