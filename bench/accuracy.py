@@ -52,7 +52,11 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-01-gen-b.jsonl", "bench/results/h200-2026-12-01-gen-validate.jsonl",
            "bench/results/h200-2026-12-01-gen-c.jsonl", "bench/results/h200-2026-12-01-host-bound-again.jsonl",
            "bench/results/h200-2026-12-01-remeasure-1.jsonl", "bench/results/h200-2026-12-01-remeasure-2.jsonl",
-           "bench/results/h200-2026-12-01-z3off-again.jsonl", "bench/results/h200-2026-12-01-z3-decompose.jsonl")
+           "bench/results/h200-2026-12-01-z3off-again.jsonl", "bench/results/h200-2026-12-01-z3-decompose.jsonl",
+           "bench/results/h200-2026-12-02-zero-hooks.jsonl", "bench/results/h200-2026-12-02-remeasure.jsonl",
+           "bench/results/h200-2026-12-02-zero-hooks-2.jsonl", "bench/results/h200-2026-12-02-remeasure-2.jsonl",
+           "bench/results/h200-2026-12-02-zero-lora.jsonl", "bench/results/h200-2026-12-02-zero-hooks-3.jsonl",
+           "bench/results/h200-2026-12-02-zero-lora-memory.jsonl", "bench/results/h200-2026-12-02-zero-lora-2.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -145,6 +149,10 @@ FITTED: tuple[tuple[Any, str, Any, str, str], ...] = (
     (S, "BNB_MATMUL_SECONDS", 0.0, "s", "step time (joint fit; new: QLoRA's per-call CPU cost was not counted)"),
     (S, "GENERATE_CALL_SECONDS", 0.4, "s", "step time (joint fit; new: a GRPO/RLOO generation round's fixed cost, "
      "seeded from the 0.5B GRPO rows' intercept)"),
+    (S, "DS_FETCH_SECONDS", 4.3e-4, "s", "step time (fitted with DS_GRAD_HOOK_SECONDS, the other constants held; new: "
+     "per parameter-holding module and pass, was per tensor, seeded from gpu-notes.md)"),
+    (S, "DS_GRAD_HOOK_SECONDS", 4.5e-4, "s", "step time (fitted with DS_FETCH_SECONDS; both are now host dispatch that "
+     "a GPU-bound micro-batch hides, were added to the step; seeded from gpu-notes.md)"),
 )
 UNCHANGED = ("HIDDEN_HALF", "TOKENS_HALF", "MEM_BW_EFFICIENCY", "LIGER_KERNELS_FWD_PER_LAYER",
              "LIGER_KERNELS_BWD_PER_LAYER", "STEP_FIXED_SECONDS")
@@ -176,6 +184,14 @@ class Run:
     step_records: tuple[float, ...] = ()
     """Every measured record's median step time of this configuration, in the order measured (step_seconds is
     their median, step_of_records)."""
+    step_files: tuple[str, ...] = ()
+    """The results file of each of step_records (a comparison within one machine's round picks its records by file)."""
+
+    def step_in(self, rel: str) -> float | None:
+        """The step time this configuration's record in results file `rel` measured (the last, if several)."""
+        # verify and spot runs name no results file: nothing matches
+        got = [t for t, f in zip(self.step_records, self.step_files, strict=False) if f == rel]
+        return got[-1] if got else None
 
     @property
     def step_spread(self) -> float | None:
@@ -296,6 +312,7 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
     runs: list[Run] = []
     last: dict[str, dict] = {}
     steps: dict[str, list[float]] = {}
+    files: dict[str, list[str]] = {}
     for rel in results:
         for rec in _read_jsonl(root / rel):
             rec["_file"] = rel
@@ -306,6 +323,7 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
             t = rec.get("timing") or {}
             if rec.get("status") == "ok" and t.get("median_step_seconds"):
                 steps.setdefault(rec["name"], []).append(float(t["median_step_seconds"]))
+                files.setdefault(rec["name"], []).append(rel)
     meta: dict[str, Any] = {"not_measured": [], "versions": {}, "gpu": {}, "budget": None, "steps": None,
                             "warmup": None, "excluded_spot": []}
     for name in sorted(last):
@@ -327,6 +345,7 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
             peak_allocated=int(mem["peak_allocated_bytes"]), peak_reserved=int(mem["peak_reserved_bytes"]),
             step_seconds=step_of_records(steps.get(name, [])) if status == "ok" else None,
             step_records=tuple(steps.get(name, ())) if status == "ok" else (),
+            step_files=tuple(files.get(name, ())) if status == "ok" else (),
             torch_total=mem.get("torch_total_bytes"),
             failed_request=_parse_request(rec.get("error")) if status == "oom" else None,
             lora_dropout=lora.get("lora_dropout"),
@@ -841,7 +860,10 @@ def _issue14_section(w, report: Report) -> None:
       "score only the completion. Speed (advisor/model/speed.py): the extra norms' and the MoE routing's kernels and "
       "HBM bytes, the experts' skinny grouped GEMMs, the full score matrix and bias reads of masked SDPA, DPO/KTO's "
       "half-size LM head, a fixed cost per GRPO/RLOO generation round, and the imperfect overlap of the CPU's "
-      "dispatch with the GPU's work (OVERLAP_P: a smooth maximum of the two); the speed constants refitted on the fit "
+      "dispatch with the GPU's work (OVERLAP_P: a smooth maximum of the two), DeepSpeed's hooks as part of that "
+      "dispatch, ZeRO-3's per parameter-holding module and pass (partitioned_param_coordinator.fetch_sub_module) "
+      "rather than added per tensor to the step (tested on ZeRO twins written down before they ran, above); the "
+      "speed constants refitted on the fit "
       "rows of every file (BNB_MATMUL_SECONDS left at its value, see its note). Measurement: every row whose step the "
       "host CPU sets was measured on two to four machines and a configuration's step time is the median of its "
       "records (step time measured more than once, above); the two generation constants were refitted on those "
@@ -1208,21 +1230,25 @@ ZERO3_DECOMPOSITION = (("smollm2-360m", "sft-sm360m-full-bf16-single-ckpt-s2048-
                         "sft-sm360m-full-bf16-z3off-ckpt-s2048-b8"),
                        ("qwen2.5-1.5b", "sft-q1.5b-full-bf16-single-ckpt-s2048-b4", "sft-q1.5b-full-bf16-z3-ckpt-s2048-b4",
                         "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4"))
-"""One configuration on one GPU without DeepSpeed, with ZeRO-3, and with ZeRO-3 + optimizer offload
-(bench/results/h200-2026-12-01-z3-decompose.jsonl; the offload rows' last records came from the same machine that
-evening, bench/results/h200-2026-12-01-z3off-again.jsonl): what each layer of DeepSpeed adds to the step."""
+"""One configuration on one GPU without DeepSpeed, with ZeRO-3, and with ZeRO-3 + optimizer offload: what each layer
+of DeepSpeed adds to the step, from the records of one machine in one evening (ZERO3_ROUND)."""
+ZERO3_ROUND = ("bench/results/h200-2026-12-01-z3-decompose.jsonl", "bench/results/h200-2026-12-01-z3off-again.jsonl")
+"""The decomposition's records: the plain and ZeRO-3 rows' (first file) and the offload rows' (second), one machine,
+one evening; the configurations' other records are other machines'."""
 
 
 def _zero3_decomposition(rows: list[Evaluated]) -> str:
     by = {e.run.name: e for e in rows if e.run.status == "ok" and e.run.step_records}
-    parts, tensors, added = [], [], []
+    parts, tensors, modules, added = [], [], [], []
     for model, single, z3, off in ZERO3_DECOMPOSITION:
         if not all(n in by for n in (single, z3, off)):
             return ""
         a, b, c = by[single], by[z3], by[off]
-        # same machine, same evening: the last record of each (the offload row's earlier record is another machine's)
-        ms, mz, mo = a.run.step_records[-1], b.run.step_records[-1], c.run.step_records[-1]
+        ms, mz, mo = a.run.step_in(ZERO3_ROUND[0]), b.run.step_in(ZERO3_ROUND[0]), c.run.step_in(ZERO3_ROUND[1])
+        if ms is None or mz is None or mo is None:
+            return ""
         tensors.append(MD.dims(b.model).tensors)
+        modules.append(MD.dims(b.model).param_modules)
         added.append(mz - ms)
         parts.append(f"{model}: ZeRO-3 adds {mz - ms:.2f} s to the step measured without DeepSpeed "
                      f"({ms:.3f} -> {mz:.3f} s; predicted {b.pred_step - a.pred_step:.2f} s) and the optimizer "
@@ -1230,10 +1256,121 @@ def _zero3_decomposition(rows: list[Evaluated]) -> str:
     return (" Measured apart on one machine in one evening (bench/accuracy.py ZERO3_DECOMPOSITION): "
             + "; ".join(parts) + f". ZeRO-3's cost differs by {_pct(added[1] / added[0] - 1)} between the two "
             f"models while their parameter tensors differ by {_pct(tensors[1] / tensors[0] - 1)} ({tensors[0]} and "
-            f"{tensors[1]}): the per-tensor term (DS_FETCH_SECONDS, DS_GRAD_HOOK_SECONDS) does not follow it; the "
-            "offload rows' CPU Adam follows the host's cores (16 on these 1-GPU machines, 32 on the 2-GPU one of "
-            "2026-11-29; the evaluation's targets name none, so the model assumes 32), and the records now carry "
-            "the cores each row could use (host_cpus).")
+            f"{tensors[1]}) and their parameter-holding modules by {_pct(modules[1] / modules[0] - 1)} ({modules[0]} "
+            f"and {modules[1]}), the unit ZeRO-3's fetch hooks run per (DS_FETCH_SECONDS). The offload rows' CPU Adam "
+            "follows the host's cores (16 on these 1-GPU machines, 32 on the 2-GPU one of 2026-11-29; the "
+            "evaluation's targets name none, so the model assumes 32), and the records now carry the cores each row "
+            "could use (host_cpus).")
+
+
+ZERO_HOOKS_CHECK = ("bench/rows/zero-hooks-2026-12-02.json", "bench/rows/zero-lora-2026-12-02.json",
+                    "bench/rows/zero-lora-memory-2026-12-02.json")
+"""ZeRO-2 / ZeRO-3 on one GPU next to the same configuration without DeepSpeed, over six families, full and LoRA,
+GPU-bound and host-bound micro-batches: written down before they ran to test DeepSpeed's hooks as host dispatch that a
+GPU-bound micro-batch hides (advisor.model.speed.deepspeed_hook_seconds), so holdout by design (the one plain row
+measured before, sft-q3b-full-bf16-single-ckpt-s4096-b4, keeps its split)."""
+ZERO_HOOKS_ROUNDS = ("bench/results/h200-2026-12-02-zero-hooks.jsonl", "bench/results/h200-2026-12-02-zero-hooks-2.jsonl",
+                     "bench/results/h200-2026-12-02-zero-hooks-3.jsonl", "bench/results/h200-2026-12-02-zero-lora.jsonl",
+                     "bench/results/h200-2026-12-02-zero-lora-memory.jsonl",
+                     "bench/results/h200-2026-12-02-zero-lora-2.jsonl")
+"""The check's rounds, each on one machine (a fresh machine each; the third re-ran the host-bound pairs, the fourth
+machine ran the LoRA pairs of the second rows file, the fifth those of the third: LoRA without checkpointing, whose
+ZeRO-3 memory the fourth found under-predicted; the sixth ran the LoRA pairs of both again)."""
+
+
+def zero_hooks_pairs(rows: list[Evaluated], root: Path = REPO) -> list[dict[str, Any]]:
+    """Each ZeRO row of ZERO_HOOKS_CHECK with its twin without DeepSpeed (same knobs but the backend): per round the
+    step time ZeRO added, measured within the round's machine, against what the model predicts it adds."""
+    check = [r for rel in ZERO_HOOKS_CHECK for r in json.loads((root / rel).read_text())]
+    by = {e.run.name: e for e in rows if e.run.status == "ok" and e.run.step_records}
+
+    def key(r: dict) -> tuple:
+        return tuple(sorted((k, json.dumps(v)) for k, v in r.items()
+                            if k not in ("backend", "zero", "name", "split", "stratum", "offload")))
+
+    plain = {key(r): r["name"] for r in check if r["backend"] == "single"}
+    out = []
+    for r in check:
+        if r["backend"] != "deepspeed" or r["name"] not in by or plain.get(key(r)) not in by:
+            continue
+        z, s = by[r["name"]], by[plain[key(r)]]
+        added = [(z.run.step_in(f), s.run.step_in(f)) for f in ZERO_HOOKS_ROUNDS]
+        out.append({"zero": z, "plain": s, "stage": r["zero"],
+                    "added": [a - b for a, b in added if a is not None and b is not None],
+                    "predicted_added": z.pred_step - s.pred_step})
+    return out
+
+
+def _zero_hooks_section(w, rows: list[Evaluated]) -> None:
+    pairs = zero_hooks_pairs(rows)
+    if not pairs:
+        return
+    w("### DeepSpeed's hooks, measured against the same step without DeepSpeed")
+    w("")
+    files = " and ".join(f"`{rel}`" for rel in ZERO_HOOKS_CHECK)
+    w(f"ZeRO on one GPU next to its twin without DeepSpeed ({files}, holdout by design, {len(ZERO_HOOKS_ROUNDS)} "
+      "rounds on as many machines): the step time ZeRO adds, measured within each round, against what the model "
+      "predicts it adds. Where the plain step is GPU-bound the hooks hide behind the GPU's queue and ZeRO adds "
+      "little; where the host sets the step they are paid in full, and the host makes them differ between machines. "
+      "Peak allocated of both rows on the right (the LoRA rows: below).")
+    w("")
+    w("| ZeRO row | stage | plain step, host-bound share | ZeRO adds, measured (per round) | predicted | ZeRO row: "
+      "step error | peak allocated error: plain / ZeRO |")
+    w("|---|---|---|---|---|---|---|")
+    for p in pairs:
+        z, s = p["zero"], p["plain"]
+        w(f"| {z.run.name} | {p['stage']} | {_secs(s.run.step_seconds)} s, {100 * s.host_share:.0f} % | "
+          f"{', '.join(f'{a:+.3f}' for a in p['added'])} s | {p['predicted_added']:+.3f} s | {_pct(z.err_step)} | "
+          f"{_pct(s.err_allocated)} / {_pct(z.err_allocated)} |")
+    errs = [abs(p["zero"].err_step) for p in pairs if p["zero"].err_step is not None]
+    w("")
+    w(f"The {len(errs)} ZeRO rows: step time median \\|error\\| {_pct(_median(errs), False)}, worst "
+      f"{_pct(max(errs), False)}.")
+
+    def ratio(ps: list[dict[str, Any]]) -> str:
+        got = [_median(p["added"]) / p["predicted_added"] for p in ps if p["added"] and p["predicted_added"] > 0]
+        return f"{min(got):.2f}-{max(got):.2f}" if got else "-"
+
+    lora = [p for p in pairs if p["zero"].run.knobs["method"] == "lora" and p["stage"] == 3]
+    ck = [p for p in lora if p["zero"].run.knobs["grad_ckpt"]]
+    no = [p for p in lora if not p["zero"].run.knobs["grad_ckpt"]]
+    if ck and no:
+        w(f"LoRA under ZeRO-3: with checkpointing ZeRO-3 added {ratio(ck)} times what the model predicts, without it "
+          f"{ratio(no)} times: the adapters' lora_A / lora_B modules are counted as modules the hooks fetch in every "
+          "pass, and without checkpointing that is too much; which part of their fetch the hooks skip is not "
+          "measured apart.")
+    w("")
+
+
+def _zero3_lora_memory(rows: list[Evaluated]) -> str:
+    """The ZeRO-3 LoRA rows' peak allocated, the one class of run whose memory is not modelled yet: with
+    checkpointing (TRL forces reentrant checkpointing for PEFT + ZeRO-3, sft_trainer.py) and without."""
+    found = [e for e in rows if e.run.status == "ok" and e.run.knobs.get("backend") == "deepspeed"
+             and e.run.knobs.get("zero") == 3 and e.run.knobs.get("method") == "lora"
+             and e.run.knobs.get("offload") == "none"]
+    ck = sorted((e for e in found if e.run.knobs.get("grad_ckpt")), key=lambda e: e.err_allocated)
+    no = sorted((e for e in found if not e.run.knobs.get("grad_ckpt")), key=lambda e: e.err_allocated)
+    if not ck or not no:
+        return ""
+
+    def cells(es: list[Evaluated]) -> str:
+        return ", ".join(f"{e.model.id} {_pct(e.err_allocated)}" for e in es)
+
+    full_z3 = [abs(e.err_allocated) for e in rows if e.run.status == "ok" and e.run.knobs.get("backend") == "deepspeed"
+               and e.run.knobs.get("zero") == 3 and e.run.knobs.get("method") == "full"]
+    lora_single = [abs(e.err_allocated) for e in rows if e.run.status == "ok" and e.run.knobs.get("method") == "lora"
+                   and e.run.knobs.get("backend") == "single"]
+
+    return ("- ZeRO-3 with LoRA, peak allocated (twins of 2026-12-02): DeepSpeed's memory-efficient linear "
+            "(LinearFunctionForZeroStage3, on under ZeRO-3) saves the frozen base Linears' inputs, which plain LoRA "
+            "does not (advisor.model.activations.linear_inputs_saved_bytes), and while a decoder layer runs the "
+            "module ZeRO-3 holds gathered is a layer's, not the frozen embedding (advisor.model.buffers."
+            f"zero3_live_param_bytes, in_layers). Both counted: without checkpointing {cells(no)}; with the "
+            f"reentrant checkpointing TRL forces for PEFT + ZeRO-3 {cells(ck)}; LoRA without DeepSpeed is within "
+            f"{_pct(max(lora_single), False)} and ZeRO-3 full fine-tunes within {_pct(max(full_z3), False)} (worst "
+            "\\|error\\| of each); "
+            + ("none of these runs was near capacity." if not any(near_capacity(e) or e.near_plan for e in found)
+               else "some of these runs were near capacity."))
 
 
 def _err_of(rows: list[Evaluated], name: str) -> str:
@@ -1475,6 +1612,7 @@ def render_markdown(report: Report) -> str:
         w(f"| step time | {e.run.name} | {e.run.split} | {_pct(e.err_step)} |")
     w("")
     _host_bound_section(w, [e for e in rows if e.run.status == "ok" and e.err_step is not None])
+    _zero_hooks_section(w, rows)
     _reproducibility_section(w, rows)
     w("Known gaps, by family:")
     w("")
@@ -1486,10 +1624,14 @@ def render_markdown(report: Report) -> str:
     w("- DeepSpeed's step time scatters in both directions (ZeRO-3 0.5B with checkpointing "
       f"{_err_of(rows, 'sft-q0.5b-full-bf16-z3-ckpt-s1024-b8')}, ZeRO-3 + offload 360M "
       f"{_err_of(rows, 'sft-sm360m-full-bf16-z3off-ckpt-s2048-b8')}, the verify bundle ZeRO-3 0.5B "
-      f"{_err_of(report.verify_rows, 'sft-0.5b-zero3')}): the per-tensor hook costs are added to the GPU time, while "
-      "on a GPU-bound step they overlap it. The part2 file's DeepSpeed rows are also the only transformers 5.24 rows "
+      f"{_err_of(report.verify_rows, 'sft-0.5b-zero3')}): its hooks are host CPU time (DS_FETCH_SECONDS, "
+      "DS_GRAD_HOOK_SECONDS, dispatch that a GPU-bound micro-batch hides: the twins below), and the host differs "
+      "between machines. The part2 file's DeepSpeed rows are also the only transformers 5.24 rows "
       "(the rest ran 5.17), so the data cannot show a term for the transformers version: none is added."
       + _zero3_decomposition(rows))
+    lora_z3 = _zero3_lora_memory(rows)
+    if lora_z3:
+        w(lora_z3)
     _generation_gap(w, rows, report.verify_rows)
     w("- Peak reserved of ZeRO runs is under-predicted by 10-25 % on small models: the step's flat fp32/16-bit "
       "buffers come from new allocator segments, not from the activations' freed blocks. The allocator frees its "

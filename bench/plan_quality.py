@@ -3,10 +3,10 @@
 For each workload below the planner (advisor.search.planner.decide, on `--gpu H200 --gpus 1`: the machine the
 benchmark runs on) picks a plan; this module takes that pick and at least five neighbours from the same candidate
 space (advisor.search.candidates.structures x micro-batch, kept only where the planner's own memory limit and rules
-let them through): the next smaller and larger micro-batch, checkpointing flipped, Liger flipped, another backend,
-both flipped, then the next-fastest predicted. Every one becomes a benchmark row, measured by the same harness
-(bench.run, bench.worker) as the calibration, and the report compares the pick's measured tokens/s with the best
-measured of its workload (goal: at least 95 %).
+let them through, plus the DeepSpeed plans --backend deepspeed would add): the next smaller and larger micro-batch,
+checkpointing flipped, Liger flipped, another backend, both flipped, then the next-fastest predicted. Every one
+becomes a benchmark row, measured by the same harness (bench.run, bench.worker) as the calibration, and the report
+compares the pick's measured tokens/s with the best measured of its workload (goal: at least 95 %).
 
     python -m bench.plan_quality                          # the workloads, picks and neighbours (nothing runs)
     python -m bench.plan_quality rows --out ROWS.json     # the rows file bench.run --rows-file measures
@@ -122,9 +122,13 @@ def candidate_space(w: Workload) -> tuple[Any, list[Candidate]]:
     target = resolve_target(req)
     gb = _global_batch(req)
     out: list[Candidate] = []
-    for structure in structures(req, model, target):
-        if not runnable(structure):
+    # the planner's space, and the DeepSpeed plans a user gets with --backend deepspeed: on one GPU the planner offers
+    # ZeRO only with an offload (advisor.search.candidates), but ZeRO without one is a neighbour worth measuring
+    seen: set = set()
+    for structure in [*structures(req, model, target), *structures(req.with_(backend="deepspeed"), model, target)]:
+        if structure in seen or not runnable(structure):
             continue
+        seen.add(structure)
         for micro in MICRO_BATCHES:
             if gb and micro > 1 and micro * structure.dp_size > gb:
                 break  # the planner's own bound: no micro-batch beyond the global batch

@@ -108,7 +108,14 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
     is a tensor of its own per adapted Linear (q, k and v each make one from the same x) whenever dropout is on
     (nn.Dropout returns a new tensor and saves a 1-byte mask), PEFT casts x to fp32 adapters, or autocast casts the
     fp32 input down to bf16 (autocast caches casts of weights, not of activations); otherwise it is x itself,
-    shared. lora_A's output [t, r] is saved by lora_B for each adapted Linear."""
+    shared. lora_A's output [t, r] is saved by lora_B for each adapted Linear.
+    LoRA under DeepSpeed ZeRO-3: zero.Init (also the Init(module=...) ZeRO-3 runs on a model built without it) replaces
+    torch.nn.functional.linear with LinearFunctionForZeroStage3 (deepspeed/runtime/zero/linear.py, zero config
+    memory_efficient_linear, default true), whose setup_context saves input, weight and bias for every Linear, so the
+    frozen base Linears keep their inputs too: the two norm outputs and the gated product (o_proj's is SDPA's own
+    output), tensors of their own beside the dropout copies. Measured (bench/rows/zero-lora-2026-12-02.json and
+    zero-lora-memory-2026-12-02.json, without checkpointing): 1B, 1.7B and 7B ZeRO-3 LoRA peaks were 7-12 % above
+    the estimate without them, within 3 % with them."""
     h, q, i_w = d.h, d.q, d.I if not d.moe else 0
     # ...and for SDPA too when the rotary leaves q in [b, heads, s, d] (dims.ROPE_CAT_TYPES: Phi-3)
     sdpa_copy = 1 if plan.attn in COPYING_ATTN or (d.rope_cat and plan.attn == "sdpa") else 0
@@ -119,7 +126,9 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
     # q, k, v (3 x hidden; 1 when fused), o (q), gate and up (2 x hidden; 1 when fused), down (intermediate)
     copies = (d.qkv_linears + (d.gate_up_linears if i_w else 0)) * h + q + i_w
     if lora_dropout_active(plan, d.moe):
-        return t * (compute + 1) * copies + a_out
+        zero3 = plan.method == "lora" and plan.backend == "deepspeed" and plan.zero_stage == 3
+        base_inputs = t * pr.act * (2 * h + sdpa_copy * q + i_w) if zero3 else 0
+        return t * (compute + 1) * copies + a_out + base_inputs
     if pr.adapter != pr.act or pr.fp32_weights_amp:
         return t * compute * copies + a_out
     return t * compute * (2 * h + q + i_w) + a_out

@@ -47,13 +47,21 @@ def fsdp_accumulated_grad_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     return trainable_params(d, plan) * pr.compute
 
 
-def zero3_live_param_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+def zero3_live_param_bytes(d: Dims, plan: Plan, pr: Precision, *, in_layers: bool = False) -> int:
     """ZeRO-3 parameters gathered while a module runs: DeepSpeed's estimate_zero3 adds 4 x largest_layer (16-bit params
     plus 16-bit grads of the largest module); the prefetch bucket ("auto": 0.9 hidden^2 elements) and the params under
     the persistence threshold (10 hidden: norms, biases), which stay gathered on every rank. A frozen module (LoRA
-    base) has no grad."""
+    base) has no grad.
+    in_layers: while a decoder layer runs (its recompute and backward). With adapters the frozen embedding and LM head
+    are released after their own forward / backward and hold no gradient, so the largest module gathered then is a
+    layer's: measured (bench/rows/zero-lora-2026-12-02.json, checkpointed ZeRO-3 LoRA, whose peak is a layer's
+    recompute), counting the embedding there over-predicted 1B-7B runs by 0.4-1.0 GiB. A full fine-tune keeps the
+    embedding-sized head gradient (counted with the logits), and its rows match with the embedding counted."""
     if plan.backend != "deepspeed" or plan.zero_stage != 3:
         return 0
+    if in_layers and plan.method != "full":
+        prefetch = int(DS_PREFETCH_FACTOR * d.h * d.h) * pr.work
+        return d.largest_layer_module * pr.work + prefetch + d.persistent_small * pr.work
     # When the largest module is the embedding / LM head, its gradient is the head's, which the logits transient
     # already counts (the head's backward is when it exists next to the gathered weight). Measured: ZeRO-3 +
     # optimizer offload, Qwen2.5-1.5B and 3B (tied 151936 x hidden embeddings), were over-predicted by exactly that

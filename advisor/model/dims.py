@@ -15,7 +15,7 @@ class Dims:
     """Architecture numbers the terms read, cached per ModelSpec instance."""
 
     __slots__ = ("model", "P", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
-                 "quantized", "max_linear", "max_in", "largest_module", "tensors", "linears_per_layer",
+                 "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "tensors", "param_modules", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
                  "norms", "qkv_linears", "gate_up_linears", "qk_norm", "gemma_norm", "attn_softcap",
                  "sliding_fraction", "fused_qkv", "rope_cat", "_lora")
@@ -46,6 +46,7 @@ class Dims:
         # What ZeRO-3 gathers at once is one module's own parameters: the embedding (or LM head), the widest Linear,
         # or a fused MoE expert block (transformers 5 stores the experts of a layer as one module).
         self.largest_module = max(self.embed, self.max_linear, experts)
+        self.largest_layer_module = max(self.max_linear, experts)  # the same within the decoder layers
         self.norms = m.norms_per_layer
         self.qkv_linears = 1 if m.fused_qkv else 3
         self.fused_qkv = m.fused_qkv
@@ -70,6 +71,14 @@ class Dims:
         per_layer = (self.qkv_linears + 1) + (3 if m.qkv_bias else 0) + (2 if m.qk_norm else 0) + m.norms_per_layer
         per_layer += (2 + 1 + (3 if m.shared_expert_intermediate else 0)) if m.is_moe else self.gate_up_linears + 1
         self.tensors = m.layers * per_layer + 2 + (0 if m.tied_embeddings else 1)
+        # Modules that hold parameters of their own, the unit DeepSpeed ZeRO-3's pre/post-forward hooks fetch and
+        # release (partitioned_param_coordinator.fetch_sub_module: one params set, one wait loop, one prefetch
+        # bookkeeping per module): a layer's attention Linears (a bias lives in its Linear), its norms (Qwen3's q/k
+        # norms too), the MLP's Linears or a MoE's router and fused expert block (plus the shared expert's three
+        # Linears); the embedding, the final norm and the LM head (a module even when its weight is tied).
+        mlp_modules = (2 + (3 if m.shared_expert_intermediate else 0)) if m.is_moe else self.gate_up_linears + 1
+        self.param_modules = m.layers * ((self.qkv_linears + 1) + (2 if m.qk_norm else 0) + m.norms_per_layer
+                                         + mlp_modules) + 3
         self.linears_per_layer = sum(c for _, _, c in shapes)
         # Params under stage3_param_persistence_threshold (10 * hidden): norms and q/k/v biases stay gathered.
         small = m.norms_per_layer * m.hidden + ((m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0)

@@ -127,6 +127,7 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
         "autocast_weight_cache": autocast_weight_cache_bytes(d, plan, pr),
     }
     train_other = base_other + sum(in_flight.values())
+    layer_live = zero3_live_param_bytes(d, plan, pr, in_layers=True)
 
     # Gradients held during the forward/backward: from earlier micro-batches when accumulating, DeepSpeed's
     # partition buffers always; with one micro-batch per step the Trainer's zero_grad(set_to_none=True) freed them.
@@ -139,6 +140,7 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
     # train: end of forward / start of backward: the largest of the head's backward, the ref forward (DPO/KTO),
     # or the first recomputed layer with the head's gradient already assigned.
     early = max(logits, ref_tr, fresh_head + layer_tr)
+    other_t = train_other
     if early == logits:
         act_t, log_t, extra = stack, logits, {}
     elif early == ref_tr:
@@ -146,13 +148,16 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
     else:
         act_t, log_t, extra = stack + layer_tr, 0, {}
         held += fresh_head
-    phases.append(("train", W + held + opt + act_t + log_t + train_other + sum(extra.values()),
+        # a decoder layer's recompute: the ZeRO-3 module gathered then is a layer's (zero3_live_param_bytes)
+        other_t = train_other - in_flight["zero3_live_params"] + layer_live
+    phases.append(("train", W + held + opt + act_t + log_t + other_t + sum(extra.values()),
                    {"weights": W, "gradients": held, "optimizer": opt, "activations": act_t, "logits": log_t,
-                    "other": train_other + sum(extra.values()), **extra}))
+                    "other": other_t + sum(extra.values()), **extra}))
     if not accumulating:
         # late backward: every gradient, one (recomputed) layer's activations left
         late_act = last_layer_backward_bytes(d, plan, pr)
-        late_other = train_other - in_flight["autocast_weight_cache"] + autocast_late_backward_bytes(d, plan, pr)
+        late_other = (train_other - in_flight["autocast_weight_cache"] + autocast_late_backward_bytes(d, plan, pr)
+                      + layer_live - in_flight["zero3_live_params"])
         phases.append(("late-backward", W + (g_full - g_step) + opt + late_act + late_other,
                        {"weights": W, "gradients": g_full - g_step, "optimizer": opt, "activations": late_act,
                         "logits": 0, "other": late_other}))
@@ -187,6 +192,7 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
                                                           "logits", "other")}
     detail.update(persistent_other)
     detail.update(in_flight)
+    detail["zero3_live_params_in_layers"] = layer_live
     detail.update({"activation_stack": stack, "activation_layer_transient": layer_tr, "logits_transient": logits,
                    "head_grad": head_grad, "grads_full": g_full, "grads_persistent": g_keep})
     for pname, ptotal, _ in phases:

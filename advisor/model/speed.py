@@ -120,14 +120,19 @@ COMM_OVERLAP = 0.8
 (last bucket, synchronisation)."""
 STEP_FIXED_SECONDS = 0.01
 """Per optimizer step outside the model: dataloader, grad-norm .item() sync, scheduler, logging, Trainer callbacks."""
-DS_GRAD_HOOK_SECONDS = 4.5e-4
-"""DeepSpeed ZeRO-1/2 cost per trainable parameter tensor per micro-batch (grad hook, copy into the ipg bucket,
-bucket bookkeeping). Seeded from gpu-notes.md: 0.5B (290 tensors), 8 x 1024 tokens, one H200: ZeRO-2 0.25 s vs plain
-0.12 s per step -> 0.13 s / 290."""
-DS_FETCH_SECONDS = 4.3e-4
-"""DeepSpeed ZeRO-3 cost per parameter tensor per fetch pass (pre/post-forward hooks, all-gather launch, release).
-Seeded from the same note: ZeRO-3 0.50 s -> (0.38 - 0.13) s / (290 tensors x 2 passes: forward, backward; the
-note's plain 0.12 s matches a run without checkpointing, measured 0.10-0.13 s)."""
+DS_GRAD_HOOK_SECONDS = 7.4e-4
+"""DeepSpeed ZeRO-1/2/3 host CPU time per trainable parameter tensor per micro-batch (grad hook, copy into the ipg
+bucket, bucket bookkeeping). Seeded from gpu-notes.md at 4.5e-4 (0.5B, 290 tensors, 8 x 1024 tokens, one H200: ZeRO-2
+0.25 s vs plain 0.12 s per step -> 0.13 s / 290), when it was added to the step; fitted with DS_FETCH_SECONDS on the
+fit rows once both became host dispatch that overlaps the GPU's queue (deepspeed_hook_seconds): 7.4e-4."""
+DS_FETCH_SECONDS = 7.5e-4
+"""DeepSpeed ZeRO-3 host CPU time per parameter-holding module per fetch pass (forward, backward, and the recompute
+under checkpointing): the pre/post-forward hooks' fetch_sub_module / release_sub_module, one params set, wait loop and
+prefetch bookkeeping per module (deepspeed/runtime/zero/partitioned_param_coordinator.py). Seeded at 4.3e-4 per
+parameter tensor from the same note (ZeRO-3 0.50 s -> (0.38 - 0.13) s / (290 tensors x 2 passes)); measured apart on
+one 1-GPU H200 machine (bench/rows/z3-decompose-2026-12-01.json), ZeRO-3 added 0.91 s to SmolLM2-360M (290 modules, 290
+tensors) and 0.90 s to Qwen2.5-1.5B (255 modules, 338 tensors), following modules rather than tensors; fitted with
+DS_GRAD_HOOK_SECONDS on the fit rows: 7.5e-4 per module-pass."""
 CPU_ADAM_GBPS_PER_CORE = 2.0
 """Host memory bandwidth DeepSpeedCPUAdam gets per core (AVX-512 loops), GB/s."""
 HOST_MEMORY_BW_GBPS = 150.0
@@ -662,6 +667,22 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
     return gen, scoring
 
 
+def deepspeed_hook_seconds(d: MD.Dims, plan: Plan) -> float:
+    """Host CPU time DeepSpeed's hooks add to one micro-batch: ZeRO-1/2/3 grad hooks per trainable tensor, ZeRO-3
+    fetch / release per parameter-holding module and pass (DS_GRAD_HOOK_SECONDS, DS_FETCH_SECONDS). They run on the
+    host between the kernel launches of the same forward and backward (module hooks, autograd hooks), so they are
+    dispatch time that a GPU-bound micro-batch hides and a host-bound one pays in full: measured on one H200, ZeRO-3
+    added 0.9 s to a 0.27 s checkpointed step of a 0.4-1.5B model, but +21 % was predicted for a 7B LoRA ZeRO-3 step
+    (2.4 s) when the hooks were added to its GPU time (docs/accuracy.md)."""
+    if plan.backend != "deepspeed" or plan.zero_stage not in (1, 2, 3):
+        return 0.0
+    adapted = 2 * d.linears_per_layer * d.L if plan.method != "full" else 0  # lora_A, lora_B per adapted Linear
+    seconds = (adapted or d.tensors) * DS_GRAD_HOOK_SECONDS
+    if plan.zero_stage == 3:
+        seconds += (d.param_modules + adapted) * (3 if plan.grad_ckpt else 2) * DS_FETCH_SECONDS
+    return seconds
+
+
 def overlap_seconds(gpu: float, dispatch: float) -> float:
     """One micro-batch: the smooth maximum of its GPU time and its CPU dispatch time (OVERLAP_P's note)."""
     if gpu <= 0 or dispatch <= 0:
@@ -676,20 +697,13 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
     pr = Precision.of(plan)
     ga = plan.grad_accum
     micro = micro_batch_times(d, model, plan, target, pr)
-    overhead_micro = overlap_seconds(micro["gpu"], micro["dispatch"]) - micro["gpu"]
+    hooks = deepspeed_hook_seconds(d, plan)
+    overhead_micro = overlap_seconds(micro["gpu"], micro["dispatch"] + hooks) - micro["gpu"]
     opt = optimizer_step_seconds(d, plan, target, pr)
     comm = communication_seconds(d, plan, target, pr, micro)
     xfer, cpu_adam = offload_seconds(d, plan, target, pr, micro)
     gen, scoring = generation_seconds(d, model, plan, target, pr)
 
-    hooks = 0.0
-    if plan.backend == "deepspeed":
-        trainable_tensors = 2 * d.linears_per_layer * d.L if plan.method != "full" else d.tensors
-        if plan.zero_stage in (1, 2, 3):
-            hooks += ga * trainable_tensors * DS_GRAD_HOOK_SECONDS
-        if plan.zero_stage == 3:
-            tensors = d.tensors + (2 * d.linears_per_layer * d.L if plan.method != "full" else 0)
-            hooks += ga * tensors * (3 if plan.grad_ckpt else 2) * DS_FETCH_SECONDS
     breakdown = {
         "compute": ga * micro["compute"],
         "elementwise": ga * micro["elementwise"],
@@ -703,7 +717,7 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
         "cpu_adam": cpu_adam,
         "optimizer_step": opt,
         "generation": gen,
-        "overhead": ga * overhead_micro + hooks + STEP_FIXED_SECONDS,
+        "overhead": ga * overhead_micro + STEP_FIXED_SECONDS,
     }
     step = sum(breakdown.values())
     peak = peak_flops(plan, target)

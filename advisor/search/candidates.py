@@ -117,6 +117,12 @@ def _backend_options(req: Request, world: int) -> list[tuple[str, int, str]]:
             for stage in stages:
                 offloads = [req.offload] if req.offload else (["none", "optimizer", "all"] if stage == 3 else
                                                               ["none", "optimizer"])
+                if world == 1 and not (req.backend or req.zero is not None or req.offload):
+                    # One process shards nothing: ZeRO without offload holds the whole model plus DeepSpeed's flat
+                    # buffers and fp32 master copy, and on one H200 it measured no faster than the plain plan
+                    # (docs/plan-quality.md: 60,666 vs 62,786, 9,810 vs 9,848, 1,188 vs 1,496 tokens/s), while the
+                    # speed model is not that exact; it is offered only with an offload, unless asked for.
+                    offloads = [off for off in offloads if off != "none"]
                 out += [("deepspeed", stage, off) for off in offloads if not (off == "all" and stage != 3)]
         elif backend == "fsdp2":
             out += [("fsdp2", 0, off) for off in ([req.offload] if req.offload else ["none", "all"])]

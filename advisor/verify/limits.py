@@ -42,21 +42,20 @@ def warmup_steps(grad_accum: int) -> int:
 
 MEMORY_TOLERANCE_PCT = 15.0
 MEMORY_TOLERANCE_FLOOR_BYTES = 2 * GIB
-SPEED_TOLERANCE_PCT = 20.0
-"""The speed band, before the run's own noise is added. Chosen from measurements: over the 71 H200 calibration runs
-of docs/accuracy.md when it was chosen, the speed model's step-time error was 3.6 % at the median and 18.5 % at the
-90th percentile (docs/verify.md gives the current figures; tests/bench/test_verify_docs.py checks the band still
-covers them), and
-over the 77 short runs of bench/results/h200*.jsonl (53 when the band was chosen) the timed steps of one run deviate
-from their median by 0.5 % at the median and 6.1 % at the 90th percentile (13.7 % at worst; docs/verify.md gives
-the figures of the committed data, bench.verify_docs.step_noise). 20 % is the model's 90th percentile rounded up: a
-pass says the prediction is as good as it is on nine calibration runs in ten. The run's own spread (the largest
-deviation of a timed step from the median) widens the band, so that a noisy GPU does not fail a correct prediction,
-and the spread is reported. The old band, 35 %, passed a prediction almost twice as far off as the model ever is."""
-SPEED_SPREAD_CAP_PCT = 15.0
-"""The most the run's spread may widen the band: a run noisier than the worst of the calibration runs whose step the
-GPU sets (13.7 %; docs/verify.md gives the committed data's figure) says more about the machine than the plan, and
-is reported as noisy."""
+SPEED_TOLERANCE_PCT = 25.0
+"""The speed band, before the run's own noise is added: the speed model's 90th-percentile step-time error over the H200
+calibration runs of docs/accuracy.md, rounded up to 5 %, so that a pass says the prediction is as good as it is on
+nine calibration runs in ten (docs/verify.md gives the current figures; tests/bench/test_verify_docs.py checks the
+band still covers them). Chosen at 20 % over 71 runs (median 3.6 %, 90th percentile 18.5 %); 25 % since the ZeRO
+twins of 2026-12-02 (bench/rows/zero-*-2026-12-02.json: small ZeRO-3 steps the host CPU sets) put the 90th
+percentile at 20.5 % over 167 runs. The run's own spread (the largest deviation of a timed step from the median)
+widens the band, so that a noisy GPU does not fail a correct prediction, and the spread is reported. The old band,
+35 %, passed a prediction far further off than the model is on nine runs in ten."""
+SPEED_SPREAD_CAP_PCT = 25.0
+"""The most the run's spread may widen the band: a run noisier than the worst of the calibration runs whose step is not
+mostly host-bound says more about the machine than the plan, and is reported as noisy. That worst was 13.7 % (15 %
+chosen), and is 20.7 % since 2026-12-02 (sft-l1b-full-bf16-single-ckpt-s1024-b2, a step 64 % host-bound); docs/verify.md
+gives the committed data's figure, rounded up to 5 % here."""
 HOST_BOUND_SPREAD_CAP_PCT = 60.0
 """The same cap for a plan whose predicted step is mostly host-bound (at least
 advisor.model.calibration.HOST_BOUND_NOTE_SHARE: transformers' generate in GRPO/RLOO without vLLM, small

@@ -149,14 +149,17 @@ def test_an_unsloth_run_better_than_its_upper_bound_is_said_to_pass_now():
 
 def test_the_host_bound_grpo_bundle_run_on_the_gpu_got_the_host_bound_cap():
     # GRPO without vLLM, verify quick mode on one H200 (2026-12-01 17:33): its timed steps spread 15.9 %, more than
-    # any GPU-bound calibration run, which the old single cap reported as a busy machine
+    # any GPU-bound calibration run then (the cap was 15 %; 25 % since the noisier ZeRO twins of 2026-12-02), which
+    # the old single cap reported as a busy machine
     from advisor.model.calibration import HOST_BOUND_NOTE_SHARE
-    from advisor.verify.limits import HOST_BOUND_SPREAD_CAP_PCT, SPEED_SPREAD_CAP_PCT
+    from advisor.verify.limits import HOST_BOUND_SPREAD_CAP_PCT
+
+    cap_then = 15.0
 
     rec = next(r for f, r in D.records(REPO) if f == "verify-h200-2026-12-01-1733.jsonl" and r["case"] == "grpo-0.5b")
     v = rec["verify"]
     assert v["predicted"]["host_bound_share"] >= HOST_BOUND_NOTE_SHARE
-    assert v["measured"]["step_seconds_spread_pct"] > SPEED_SPREAD_CAP_PCT
+    assert v["measured"]["step_seconds_spread_pct"] > cap_then
     assert v["tolerance"]["tokens_per_second_spread_cap_pct"] == HOST_BOUND_SPREAD_CAP_PCT
     speed = next(s for s in v["steps"] if s["name"] == "speed")
     assert speed["status"] == "pass" and speed["warnings"] == []

@@ -7,6 +7,7 @@ calibration fails here. The baselines are checked against their own code or its 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,12 @@ def test_every_measured_row_is_in_the_report(report):
     # (part3 measured the six GRPO ones again), and 13 spot rows (the reentrant-checkpointing spot run is not a plan
     # knob); and the four GRPO/RLOO rows of bench/rows/generation-validate-2026-12-01.json (holdout, predicted
     # before they ran), and the four of bench/rows/z3-decompose-2026-12-01.json (holdout: the ZeRO-3 + offload rows
-    # taken apart). The re-measurements of 2026-12-01 add records, not rows.
+    # taken apart), and the ZeRO twins of 2026-12-02 (bench/rows/zero-hooks-2026-12-02.json: 21 rows, one of them
+    # measured before; bench/rows/zero-lora-2026-12-02.json and zero-lora-memory-2026-12-02.json: 6 each). The
+    # re-measurements add records, not rows.
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
-    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4
+    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
@@ -79,6 +82,13 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     assert {r["split"] for r in z3} == {"holdout"}
     assert {r["name"] for r in z3} == {n for _, single, z3_, _ in A.ZERO3_DECOMPOSITION for n in (single, z3_)}
     splits.update({r["name"]: r["split"] for r in z3})
+    # and the ZeRO twins of 2026-12-02, written down before they ran; the one plain twin measured before keeps its
+    # matrix split
+    twins = [r for rel in A.ZERO_HOOKS_CHECK for r in json.loads((REPO / rel).read_text())]
+    for r in twins:
+        assert r["split"] == splits.get(r["name"], "holdout"), r["name"]
+    assert sum(r["name"] in splits for r in twins) == 1
+    splits.update({r["name"]: r["split"] for r in twins})
     for e in report.rows:
         if e.run.source == "bench":
             assert splits[e.run.name] == e.run.split, e.run.name
@@ -347,9 +357,11 @@ def test_issue14_memory_goals(report, split):
         assert g["time_median"][1], g
     else:
         # missed since the evening rows of 2026-12-01 (ZeRO-3 taken apart, bench/rows/z3-decompose-2026-12-01.json,
-        # and the third records of the host-bound rows): 7.4 % against the 7 % goal, and docs/accuracy.md says so;
-        # this bound keeps it from growing unnoticed
-        assert g["time_median"][0] < 0.08, g
+        # and the third records of the host-bound rows: 7.4 %) and more since the ZeRO twins of 2026-12-02 (small
+        # ZeRO-3 steps the host sets, on hosts up to half again slower than each other, and ZeRO-3 LoRA without
+        # checkpointing: 9.6 % against the 7 % goal); docs/accuracy.md says so, and this bound keeps it from growing
+        # unnoticed
+        assert g["time_median"][0] < 0.10, g
 
 
 def test_issue14_goals_on_the_verify_bundles(report):
@@ -504,13 +516,48 @@ def test_the_last_round_is_compared_with_each_configuration_s_earlier_records(tm
 def test_the_zero3_decomposition_is_the_report_s_own_rows(report):
     text = A._zero3_decomposition(report.rows)
     by = {e.run.name: e for e in report.rows}
+    one_evening, offload_round = A.ZERO3_ROUND
     for _, single, z3, off in A.ZERO3_DECOMPOSITION:
-        added = by[z3].run.step_records[-1] - by[single].run.step_records[-1]
-        offload = by[off].run.step_records[-1] - by[z3].run.step_records[-1]
+        # the records of that evening's machine, though the rows have records of other machines since
+        added = by[z3].run.step_in(one_evening) - by[single].run.step_in(one_evening)
+        offload = by[off].run.step_in(offload_round) - by[z3].run.step_in(one_evening)
         assert f"ZeRO-3 adds {added:.2f} s" in text and f"the optimizer offload {offload:.2f} s more" in text
-    # the tensor counts it compares are the model's own (advisor.model.dims), not typed in
+        assert len(by[z3].run.step_records) == len(by[z3].run.step_files)
+    # the tensor and module counts it compares are the model's own (advisor.model.dims), not typed in
     from advisor.model.dims import dims
 
     counts = [dims(by[z3].model).tensors for _, _, z3, _ in A.ZERO3_DECOMPOSITION]
     assert f"({counts[0]} and {counts[1]})" in text
+    modules = [dims(by[z3].model).param_modules for _, _, z3, _ in A.ZERO3_DECOMPOSITION]
+    assert f"({modules[0]} and {modules[1]})" in text
     assert A._zero3_decomposition([e for e in report.rows if "z3-ckpt-s2048" not in e.run.name]) == ""
+
+
+def test_the_zero_twins_pair_each_zero_row_with_its_plain_twin(report):
+    pairs = A.zero_hooks_pairs(report.rows)
+    rows = [r for rel in A.ZERO_HOOKS_CHECK for r in json.loads((REPO / rel).read_text())]
+    assert len(pairs) == sum(r["backend"] == "deepspeed" for r in rows) == 18
+    for p in pairs:
+        z, s = p["zero"].run, p["plain"].run
+        assert z.knobs["backend"] == "deepspeed" and s.knobs["backend"] == "single"
+        same = ("model", "method", "seq_len", "micro_batch", "grad_ckpt", "grad_accum", "liger", "precision")
+        assert all(z.knobs[k] == s.knobs[k] for k in same), z.name
+        # what ZeRO added is measured within one round's machine, never across machines
+        rounds = [f for f in A.ZERO_HOOKS_ROUNDS if z.step_in(f) is not None and s.step_in(f) is not None]
+        for rel, added in zip(rounds, p["added"], strict=True):
+            assert added == pytest.approx(z.step_in(rel) - s.step_in(rel))
+    text = (REPO / A.DOC).read_text()
+    assert "### DeepSpeed's hooks, measured against the same step without DeepSpeed" in text
+    # relative to the plain step, GPU-bound pairs (plain step at most 10 % host-bound) add less than host-bound ones
+    # (at least half): measured, and predicted
+    import statistics
+
+    def rel(p, added):
+        return added / p["plain"].run.step_seconds
+
+    gpu = [p for p in pairs if p["plain"].host_share <= 0.10 and p["zero"].run.knobs["method"] == "full"]
+    host = [p for p in pairs if p["plain"].host_share >= 0.50]
+    assert gpu and host
+    assert max(rel(p, statistics.median(p["added"])) for p in gpu) < min(rel(p, statistics.median(p["added"]))
+                                                                        for p in host)
+    assert max(rel(p, p["predicted_added"]) for p in gpu) < min(rel(p, p["predicted_added"]) for p in host)

@@ -114,7 +114,13 @@ def test_speed_orderings():
     def sec(p):
         return estimate_speed(LLAMA_8B, p, t).step_seconds
 
-    assert sec(base) < sec(full)  # LoRA skips the base's weight gradients
+    # LoRA skips the base's weight gradients, but PEFT's adapter kernels cost time of their own: on one H200 a 7B
+    # LoRA step of 8k tokens measured 1.063 s against 0.936 s for the full fine-tune's (bench/results
+    # h200-2026-12-02-zero-lora.jsonl, h200-2026-12-01-part3.jsonl), so only the matmul work is ordered
+    def part(p, key):
+        return estimate_speed(LLAMA_8B, p, t).breakdown[key]
+
+    assert part(base, "compute") < part(full, "compute") and part(base, "adapters") > 0 == part(full, "adapters")
     assert sec(full) < sec(z3) < sec(replace(z3, offload="all"))
     assert sec(full) < sec(off)  # CPU Adam and PCIe transfers
     assert sec(replace(full, grad_ckpt=False)) < sec(full)  # recompute costs a forward

@@ -257,3 +257,28 @@ def test_stopping_after_a_method_gives_the_whole_search_result(monkeypatch):
         assert _decision_summary(pruned) == _decision_summary(whole), req
         stopped += pruned.considered < whole.considered
     assert stopped >= 10  # the shortcut is taken, so the comparison means something
+
+
+@pytest.mark.parametrize("gpu", ["T4", "V100-32GB", "A10G", "H200"])
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_one_gpu_offers_zero_only_with_an_offload_unless_deepspeed_is_asked_for(gpu, method):
+    # one process shards nothing: ZeRO without offload only adds DeepSpeed's buffers (it measured no faster on one
+    # H200, docs/plan-quality.md), so it is neither picked nor listed as an alternative on one GPU
+    from advisor.search.candidates import structures
+
+    req = Request(model="1B", gpu=gpu, gpus=1, method=method)
+    model, target = resolve_model(req), resolve_target(req)
+    plans = structures(req, model, target)
+    assert plans and all(p.offload != "none" for p in plans if p.backend == "deepspeed")
+    assert any(p.backend == "deepspeed" for p in plans)  # ZeRO-Offload stays: it can make a big model fit
+    decision, _ = _decide(model="1B", gpu=gpu, gpus=1, method=method)
+    chosen = decision.chosen.plan
+    # the plain plan, or an offload when nothing else fits (a full 1B fine-tune on a 16 GB T4)
+    assert chosen.backend == "single" or chosen.offload != "none"
+    if method == "lora":
+        assert chosen.backend == "single"
+    # asked for, it is planned
+    pinned = structures(req.with_(backend="deepspeed"), model, target)
+    assert any(p.offload == "none" for p in pinned)
+    decision, _ = _decide(model="1B", gpu=gpu, gpus=1, method=method, backend="deepspeed")
+    assert decision.chosen.plan.backend == "deepspeed"

@@ -192,34 +192,42 @@ def _speed_run(bundle, factor: float, spread: float = 0.0) -> FakeRun:
     return FakeRun(step_seconds=(30.0, *timed))
 
 
-def test_speed_band_is_twenty_percent_either_way(tmp_path):
+def test_speed_band_is_the_tolerance_either_way(tmp_path):
+    from advisor.verify.limits import SPEED_TOLERANCE_PCT
+
+    tol = SPEED_TOLERANCE_PCT / 100
     bundle = make_bundle(tmp_path)
-    slow = _verify(bundle, _speed_run(bundle, 1 / 0.78))  # 22 % fewer tokens/s
+    slow = _verify(bundle, _speed_run(bundle, 1 / (1 - tol - 0.02)))  # 2 points more tokens/s lost than the band
     assert slow.step("speed").status == "fail" and "slower" in slow.step("speed").detail
-    fast = _verify(bundle, _speed_run(bundle, 1 / 1.22))
+    fast = _verify(bundle, _speed_run(bundle, 1 / (1 + tol + 0.02)))
     assert fast.step("speed").status == "fail" and "faster" in fast.step("speed").detail
-    ok = _verify(bundle, _speed_run(bundle, 1 / 0.82))
+    ok = _verify(bundle, _speed_run(bundle, 1 / (1 - tol + 0.02)))
     assert ok.step("speed").status == "pass"
-    assert "tolerance +-20 %" in ok.step("speed").detail
+    assert f"tolerance +-{SPEED_TOLERANCE_PCT:.0f} %" in ok.step("speed").detail
 
 
 def test_the_runs_own_spread_widens_the_band_and_is_reported(tmp_path):
+    from advisor.verify.limits import SPEED_TOLERANCE_PCT
+
     bundle = make_bundle(tmp_path)
-    # 22 % slow, and steps spread 5 % around their median: the band is 25 %
-    outcome = _verify(bundle, _speed_run(bundle, 1 / 0.78, spread=0.05))
+    # 2 points slower than the band allows, and steps spread 5 % around their median: the band is 5 % wider
+    outcome = _verify(bundle, _speed_run(bundle, 1 / (1 - SPEED_TOLERANCE_PCT / 100 - 0.02), spread=0.05))
     speed = outcome.step("speed")
     assert speed.status == "pass", speed.detail
     assert outcome.measured["step_seconds_spread_pct"] == pytest.approx(5.0, abs=0.01)
-    assert "20 % + this run's spread 5.0 %" in speed.detail
-    assert outcome.to_json()["tolerance"]["tokens_per_second_pct"] == pytest.approx(25.0)
+    assert f"{SPEED_TOLERANCE_PCT:.0f} % + this run's spread 5.0 %" in speed.detail
+    assert outcome.to_json()["tolerance"]["tokens_per_second_pct"] == pytest.approx(SPEED_TOLERANCE_PCT + 5.0)
     assert outcome.measured["step_times"]["spread_pct"] == pytest.approx(5.0, abs=0.01)
 
 
 def test_a_spread_beyond_any_calibration_run_is_capped_and_warned(tmp_path):
+    from advisor.verify.limits import SPEED_SPREAD_CAP_PCT, SPEED_TOLERANCE_PCT
+
     bundle = make_bundle(tmp_path)
     outcome = _verify(bundle, _speed_run(bundle, 1.0, spread=0.3))
     speed = outcome.step("speed")
-    assert outcome.speed_tolerance_pct == pytest.approx(35.0)  # 20 % + at most 15 %
+    assert SPEED_SPREAD_CAP_PCT < 30.0
+    assert outcome.speed_tolerance_pct == pytest.approx(SPEED_TOLERANCE_PCT + SPEED_SPREAD_CAP_PCT)
     assert speed.warnings and "spread by 30.0 %" in speed.warnings[0]
 
 

@@ -36,7 +36,9 @@ def test_dry_run_says_what_it_would_run_and_starts_nothing(tmp_path):
     assert "--random-init --synthetic-data --metrics-dir" in detail
     assert f"CONFIG grad_accum 64 -> {outcome.quick['grad_accum']}" in detail
     assert outcome.step("memory").detail.startswith("dry run: would compare the peak per GPU")
-    assert "tolerance +-20 % + the run's spread" in outcome.step("speed").detail
+    from advisor.verify.limits import SPEED_TOLERANCE_PCT
+
+    assert f"tolerance +-{SPEED_TOLERANCE_PCT:.0f} % + the run's spread" in outcome.step("speed").detail
     assert outcome.step("preflight").status == "pass"  # the checks that start nothing are made
     assert outcome.summary().startswith("Dry run: nothing was started.")
 
