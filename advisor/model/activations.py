@@ -114,8 +114,8 @@ def linear_inputs_saved_bytes(d: Dims, t: int, pr: Precision, plan: Plan) -> int
     memory_efficient_linear, default true), whose setup_context saves input, weight and bias for every Linear, so the
     frozen base Linears keep their inputs too: the two norm outputs and the gated product (o_proj's is SDPA's own
     output), tensors of their own beside the dropout copies. Measured (bench/rows/zero-lora-2026-12-02.json and
-    zero-lora-memory-2026-12-02.json, without checkpointing): 1B, 1.7B and 7B ZeRO-3 LoRA peaks were 7-12 % above
-    the estimate without them, within 3 % with them."""
+    zero-lora-memory-2026-12-02.json, without checkpointing): the estimate without them was 7-12 % under the 1B, 1.7B
+    and 7B ZeRO-3 LoRA peaks, with them 1-3 % over."""
     h, q, i_w = d.h, d.q, d.I if not d.moe else 0
     # ...and for SDPA too when the rotary leaves q in [b, heads, s, d] (dims.ROPE_CAT_TYPES: Phi-3)
     sdpa_copy = 1 if plan.attn in COPYING_ATTN or (d.rope_cat and plan.attn == "sdpa") else 0

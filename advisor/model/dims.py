@@ -15,7 +15,8 @@ class Dims:
     """Architecture numbers the terms read, cached per ModelSpec instance."""
 
     __slots__ = ("model", "P", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
-                 "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "tensors", "param_modules", "linears_per_layer",
+                 "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "tensors",
+                 "param_modules", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
                  "norms", "qkv_linears", "gate_up_linears", "qk_norm", "gemma_norm", "attn_softcap",
                  "sliding_fraction", "fused_qkv", "rope_cat", "_lora")

@@ -130,7 +130,7 @@ DS_FETCH_SECONDS = 7.5e-4
 under checkpointing): the pre/post-forward hooks' fetch_sub_module / release_sub_module, one params set, wait loop and
 prefetch bookkeeping per module (deepspeed/runtime/zero/partitioned_param_coordinator.py). Seeded at 4.3e-4 per
 parameter tensor from the same note (ZeRO-3 0.50 s -> (0.38 - 0.13) s / (290 tensors x 2 passes)); measured apart on
-one 1-GPU H200 machine (bench/rows/z3-decompose-2026-12-01.json), ZeRO-3 added 0.91 s to SmolLM2-360M (290 modules, 290
+one 1-GPU H200 machine (bench/rows/z3-decompose-2026-12-01.json), ZeRO-3 added 0.91 s to SmolLM2-360M (291 modules, 290
 tensors) and 0.90 s to Qwen2.5-1.5B (255 modules, 338 tensors), following modules rather than tensors; fitted with
 DS_GRAD_HOOK_SECONDS on the fit rows: 7.5e-4 per module-pass."""
 CPU_ADAM_GBPS_PER_CORE = 2.0
