@@ -1795,16 +1795,12 @@ def render_png(report: Report, path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 def _write_remeasure(report: Report, path: Path) -> int:
     """The --remeasure file: one round (a name once), created exclusively so no file is replaced."""
+    from bench.rows_file import write_new
+
     rows = remeasure_rows(report.rows)
-    try:
-        with path.open("x", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
-            f.write("\n")
-    except FileExistsError:
-        print(f"error: {path} exists; name a new file", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+    problem = write_new(path, rows)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     rounds = max((r["records_missing"] for r in rows), default=0)
     print(f"wrote {path}: {len(rows)} rows ({sum(r['records_missing'] for r in rows)} records missing; "

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import matrix as M
+from bench.rows_file import write_new
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = "docs/plan-quality.md"
@@ -449,14 +450,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.cmd == "rows":
         rows = build_rows()
-        Path(a.out).write_text(json.dumps(rows, indent=1) + "\n")
+        problem = write_new(Path(a.out), rows)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         print(list_rows(rows))
         print(f"wrote {a.out}")
         return 0
     if a.cmd == "run":
         rows = build_rows()
         rows_path = (a.out[:-6] if a.out.endswith(".jsonl") else a.out) + ".rows.json"
-        Path(rows_path).write_text(json.dumps(rows, indent=1) + "\n")
+        # the same --out again resumes the run (bench.run skips the rows already measured): the same rows are fine
+        problem = write_new(Path(rows_path), rows, same_ok=True)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         cmd = [sys.executable, "-m", "bench.run", "--rows-file", rows_path, "--out", a.out, "--steps", str(STEPS)]
         if a.budget_seconds:
             cmd += ["--budget-seconds", str(a.budget_seconds)]

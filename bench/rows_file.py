@@ -1,0 +1,25 @@
+"""Writing a rows file (the JSON list bench.run --rows-file reads) without replacing anyone's file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_new(path: Path, rows: list[dict], *, same_ok: bool = False) -> str | None:
+    """Create `path` with `rows`; None when written, else a one-line reason. An existing file is never replaced:
+    with same_ok, one that already holds exactly these rows counts as written (a run resumed with the same --out)."""
+    text = json.dumps(rows, indent=1) + "\n"
+    try:
+        with path.open("x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        try:
+            if same_ok and path.read_text(encoding="utf-8") == text:
+                return None
+        except OSError:
+            pass
+        return f"{path} exists; name a new file"
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None
