@@ -71,26 +71,30 @@ ELEMENTWISE_BWD_FACTOR = 2.0
 gradient and writes the input gradient (RMSNorm's backward also reduces over the row)."""
 
 # ---------------------------------------------------------------------------------------------------------------------
-# FITTED constants, calibrated on the fit split of bench/results and tests/model/data (step time; docs/accuracy.md).
+# FITTED constants, calibrated on the fit split of bench/results and tests/model/data (step time; docs/accuracy.md),
+# and the GPU rates MEASURED by kernel (bench/kernel_terms.py; bench/accuracy.py MEASURED).
 # ---------------------------------------------------------------------------------------------------------------------
-MFU_CEILING = 0.727
-"""Fraction of the dense bf16 peak that large training GEMMs sustain. Was 0.55 (Megatron-LM / TorchTitan H100 reports:
-0.4-0.55 MFU end to end), which also had to absorb the norms, RoPE, SiLU and residual adds; those are now their own
-term (`elementwise`), so this is the GEMMs' own efficiency. Fitted (docs/accuracy.md, fit rows only): 0.75 on the
-2026-11-29 rows (742 of 989.5 dense bf16 TFLOPS before the hidden-size and token penalties; cuBLAS bf16 GEMMs of this
-size reach 0.7-0.8 on Hopper); 0.727 with the 2026-12-01 rows and the terms issue 14 added (the fit's optimum, 0.71,
-scores 0.3 % better)."""
-HIDDEN_HALF = 512
-"""Hidden size at which GEMM efficiency halves: small models run skinny GEMMs (efficiency x h / (h + HIDDEN_HALF))."""
-TOKENS_HALF = 256
-"""Tokens per micro-batch at which efficiency halves (x t / (t + TOKENS_HALF)): short micro-batches underfill the GPU."""
-LAUNCH_SECONDS = 30.7e-6
+MFU_CEILING = 0.845
+"""Fraction of the dense bf16 peak that large training GEMMs sustain (gemm_efficiency's ceiling). Measured, not
+fitted: bench/kernel_terms.py reads it, with HIDDEN_HALF and TOKENS_HALF, off the GEMM kernels of profiled
+micro-batches of the catalogue's families on one H200 (bench/results/kernel-probe-h200-2026-12-02.json: cuBLAS
+reached 0.70-0.81 of the peak at 4-16k tokens per micro-batch and hidden sizes 896-4096). It was fitted to step
+times before (0.727, with HIDDEN_HALF 512 and TOKENS_HALF 256), where it also absorbed the elementwise and attention
+time the model under-counted (the probe's non-GEMM kernels ran 1.6-2.2x and attention 1.1-1.9x what the model gave
+them)."""
+HIDDEN_HALF = 128
+"""Hidden size at which GEMM efficiency halves (x h / (h + HIDDEN_HALF)): measured with MFU_CEILING."""
+TOKENS_HALF = 512
+"""Tokens per micro-batch at which GEMM efficiency halves (x t / (t + TOKENS_HALF)): measured with MFU_CEILING."""
+LAUNCH_SECONDS = 27.2e-6
 """CPU time per launched kernel in eager PyTorch (Python module call, transformers' attention interface, dispatcher,
 launch), amortized. Seeded at 35e-6 from spot measurements on one H200 (torch 2.11, transformers 5.17, TRL 1.16):
 Qwen2.5-0.5B at 2k tokens per micro-batch runs 0.10 s/step without checkpointing and 0.18 s with it, whatever the
 GPU work. Fitted with the others on the fit rows: 33e-6; 30.7e-6 once the overlap of dispatch and GPU work is its own
-term (OVERLAP_P)."""
-OVERLAP_P = 4.4
+term (OVERLAP_P). Refitted (30.7e-6 before) on the fit rows once the GPU's rates were measured by kernel
+(bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms, and forward and backward
+overlapped apart."""
+OVERLAP_P = 9.11
 """The exponent of the smooth maximum a micro-batch takes of its GPU time and its CPU dispatch time,
 (gpu^p + dispatch^p)^(1/p) (overlap_seconds). The CPU runs ahead of the GPU only by the kernels it has queued: a
 synchronising op (the loss's .item(), an optimizer's found_inf or grad-norm check, a host-to-device copy of the batch,
@@ -100,7 +104,11 @@ one is twice the other, max() is within 1 %. The model used max() (p -> infinity
 rows whose dispatch and GPU time are within a few percent of each other below their measured steps
 (BNB_MATMUL_SECONDS's note). Fitted with LAUNCH_SECONDS and CKPT_LAYER_SECONDS on the fit rows (2026-12-01 records,
 medians): 4.4, for a 4.4 % lower objective; holdout median step error 6.3 -> 5.7 %, leave-one-family-out median
-7.5 -> 7.2 % and worst 68.1 -> 36.0 % (docs/accuracy.md)."""
+7.5 -> 7.2 % and worst 68.1 -> 36.0 % (docs/accuracy.md). Refitted (4.4 before) on the fit rows once the GPU's rates
+were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms, and
+forward and backward overlapped apart. With forward and backward overlapping their dispatch apart (the metric sync
+between them, micro_batch_times) the fit gives nearly max(): most of the imperfect overlap this exponent stood for was
+that sync."""
 LIGER_KERNELS_FWD_PER_LAYER = 36
 """Launch-equivalents of a layer's forward with Liger: its fused RMSNorm, RoPE and SwiGLU replace ~20 eager ops by 4
 Triton launches, but a Triton launch costs several eager ones on the CPU; measured (0.5B, H200): 5% less step time."""
@@ -108,31 +116,82 @@ LIGER_KERNELS_BWD_PER_LAYER = 64
 LORA_KERNELS_PER_LINEAR = (4, 8)
 """Launch-equivalents PEFT lora.Linear adds per adapted Linear, forward and backward (input cast, dropout, A, B,
 scale, add, cast back); fitted with LAUNCH_SECONDS to the same measurements."""
-CKPT_LAYER_SECONDS = 3.79e-3
+CKPT_LAYER_SECONDS = 4.17e-3
 """CPU time torch.utils.checkpoint (non-reentrant, transformers' default) adds per checkpointed layer per micro-batch
 beyond the recomputed forward's launches (saved-tensor hooks, recompute graph); seeded at 3e-3 from the same spot
 measurements, fitted on the fit rows: 3.5e-3 (2026-11-29 rows), 3.57e-3 with the 2026-12-01 rows, 3.79e-3 with
-OVERLAP_P."""
+OVERLAP_P. Refitted (3.79e-3 before) on the fit rows once the GPU's rates were measured by kernel
+(bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms, and forward and backward
+overlapped apart."""
 MEM_BW_EFFICIENCY = 0.8
 """Fraction of the HBM bandwidth streaming kernels (optimizer, dequantization, decode) reach."""
+ELEMENTWISE_BW_EFFICIENCY = 0.51
+"""Fraction of the HBM bandwidth eager PyTorch's elementwise kernels sustain inside a training micro-batch (norms,
+RoPE, SiLU, residual adds and their casts; PEFT's adapter chain runs on contiguous tensors at MEM_BW_EFFICIENCY,
+lora_elementwise_seconds). Many run on strided views (RoPE on transposed q/k, the cat of rotate_half, copies from
+chunk/split views), which take the non-vectorized elementwise_kernel path. Measured
+(bench/kernel_terms.py on bench/results/kernel-probe-h200-2026-12-02.json): the median over the probe's full
+fine-tunes of the bytes layer_elementwise_bytes counts over the GPU time of their non-GEMM, non-attention kernels
+(less TRL's fused head, fused_head_seconds): 0.42-0.55."""
+ATTENTION_EFFICIENCY = 0.36
+"""Fraction of the dense bf16 peak SDPA's fused attention kernels (cuDNN / flash, forward and backward) sustain on
+long sequences (attention_efficiency), measured like ELEMENTWISE_BW_EFFICIENCY: each case's attention FLOPs over its
+attention kernels' GPU time, 0.24-0.46 of the peak. Before, attention ran at the GEMMs' efficiency."""
+ATTENTION_SEQ_HALF = 384
+"""Sequence length at which attention_efficiency halves; measured with ATTENTION_EFFICIENCY (bench/kernel_terms.py:
+the probe's cases run 1,024 to 8,192 tokens per sequence)."""
+LORA_GEMM_BW_EFFICIENCY = 0.69
+"""Fraction of the HBM bandwidth the adapters' skinny GEMMs (tokens x features by features x 16, and back) stream
+at: the graph-replayed shapes of the same probe, bytes over time."""
+FUSED_HEAD_BYTES = 6
+"""HBM bytes per logit of TRL's fused LM head's elementwise kernels per trained micro-batch: the forward kernel reads
+each bf16 logits tile (2 B), the backward kernel reads the recomputed tile and writes its gradient in place (4 B)."""
+FUSED_HEAD_FWD_SHARE = 2 / 6
+"""The forward kernel's share of FUSED_HEAD_BYTES (2 of 6 B per logit)."""
+FUSED_HEAD_TRAINERS = ("sft", "dpo", "kto", "grpo", "rloo")
+"""Trainers whose loss goes through TRL 1.16's fused LM head (add_fused_lm_head in sft_trainer.py, dpo_trainer.py,
+kto_trainer.py, grpo_trainer.py, rloo_trainer.py), with or without Liger (Liger's own fused linear cross-entropy is
+switched off there); GKD computes full logits."""
 COMM_OVERLAP = 0.8
 """Fraction of the compute window collectives can hide behind; at least (1 - COMM_OVERLAP) of each stays exposed
 (last bucket, synchronisation)."""
 STEP_FIXED_SECONDS = 0.01
 """Per optimizer step outside the model: dataloader, grad-norm .item() sync, scheduler, logging, Trainer callbacks."""
-DS_GRAD_HOOK_SECONDS = 7.4e-4
+DATA_SECONDS_PER_TOKEN = 4.6e-7
+"""Host CPU seconds per token the Trainer's data path costs at the start of each step: the Arrow rows turned into
+Python lists (datasets) and padded into tensors by TRL's collator, in the training process (dataloader_num_workers=0,
+as the bundles and the benchmark run), after the previous step's syncs, so the GPU waits for it. Measured on the
+H200 host with TRL 1.16's own SFT dataloader over the benchmark's data (bench/data_probe.py,
+bench/results/data-probe-h200-2026-12-02.json): 0.45-0.56 ms per 1,024 tokens, median 0.47, at 1-8k tokens per
+sequence; 0.21-0.27 ms on a 2-core development machine."""
+LORA_STEP_SECONDS_PER_TENSOR = 8.0e-5
+"""Host seconds per adapter tensor (lora_A, lora_B of each adapted Linear) that a LoRA step of TRL costs outside its
+micro-batches, with the GPU idle. Measured, not fitted: TRL's step time of five benchmark rows (Llama-3.2-1B,
+Qwen3-0.6B and -1.7B, Qwen2.5-0.5B and -3B, LoRA, one GPU) less the wall time of the same micro-batch profiled alone
+(bench/results/kernel-probe-h200-2026-12-02.json), the data path, the optimizer step and STEP_FIXED_SECONDS: 14-42 ms
+per step, 0.064-0.092 ms per adapter tensor, median 0.080 (bench/kernel_terms.py step_gaps). The full fine-tunes'
+gaps are within -20 to +2 ms of what those terms already give them; which part of TRL / PEFT / accelerate's per-step
+work over the fp32 adapters costs this is not isolated."""
+DATA_ROWS = {"dpo": 2}
+"""Sequences the data path builds per sample beyond one: DPO's chosen and rejected."""
+
+DS_GRAD_HOOK_SECONDS = 6.88e-4
 """DeepSpeed ZeRO-1/2/3 host CPU time per trainable parameter tensor per micro-batch (grad hook, copy into the ipg
 bucket, bucket bookkeeping). Seeded from gpu-notes.md at 4.5e-4 (0.5B, 290 tensors, 8 x 1024 tokens, one H200: ZeRO-2
 0.25 s vs plain 0.12 s per step -> 0.13 s / 290), when it was added to the step; fitted with DS_FETCH_SECONDS on the
-fit rows once both became host dispatch that overlaps the GPU's queue (deepspeed_hook_seconds): 7.4e-4."""
-DS_FETCH_SECONDS = 7.5e-4
+fit rows once both became host dispatch that overlaps the GPU's queue (deepspeed_hook_seconds): 7.4e-4. Refitted
+(7.4e-4 before) on the fit rows once the GPU's rates were measured by kernel (bench/kernel_terms.py), the data path
+and LoRA's per-step cost were their own terms, and forward and backward overlapped apart."""
+DS_FETCH_SECONDS = 7.73e-4
 """DeepSpeed ZeRO-3 host CPU time per parameter-holding module per fetch pass (forward, backward, and the recompute
 under checkpointing): the pre/post-forward hooks' fetch_sub_module / release_sub_module, one params set, wait loop and
 prefetch bookkeeping per module (deepspeed/runtime/zero/partitioned_param_coordinator.py). Seeded at 4.3e-4 per
 parameter tensor from the same note (ZeRO-3 0.50 s -> (0.38 - 0.13) s / (290 tensors x 2 passes)); measured apart on
 one 1-GPU H200 machine (bench/rows/z3-decompose-2026-12-01.json), ZeRO-3 added 0.91 s to SmolLM2-360M (291 modules, 290
 tensors) and 0.90 s to Qwen2.5-1.5B (255 modules, 338 tensors), following modules rather than tensors; fitted with
-DS_GRAD_HOOK_SECONDS on the fit rows: 7.5e-4 per module-pass."""
+DS_GRAD_HOOK_SECONDS on the fit rows: 7.5e-4 per module-pass. Refitted (7.5e-4 before) on the fit rows once the GPU's
+rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms,
+and forward and backward overlapped apart."""
 CPU_ADAM_GBPS_PER_CORE = 2.0
 """Host memory bandwidth DeepSpeedCPUAdam gets per core (AVX-512 loops), GB/s."""
 HOST_MEMORY_BW_GBPS = 150.0
@@ -141,7 +200,7 @@ NVME_GBPS = 6.0
 """Sequential NVMe bandwidth per node for ZeRO-Infinity swaps (one PCIe 4 x4 drive: ~7 GB/s read)."""
 VLLM_STEP_SECONDS = 2e-3
 """vLLM scheduler + CUDA-graph launch time per decode step."""
-DECODE_LAUNCH_SECONDS = 16.1e-6
+DECODE_LAUNCH_SECONDS = 18.3e-6
 """CPU time per launched kernel in an HF `generate` decode step. generate runs under torch.no_grad(): no autograd
 graph is recorded, so an op costs less on the CPU than in a training forward (LAUNCH_SECONDS). The decode term used
 LAUNCH_SECONDS (35e-6) before, and both GRPO fit rows came out too slow: grpo-q0.5b (128 decode steps) 5.81 s
@@ -153,16 +212,20 @@ four machines and its step time the median of its records (bench/accuracy.py ste
 GENERATE_CALL_SECONDS, the two constants those records inform). bench/decode_probe.py measured one decode step of
 Qwen2.5-0.5B on one machine (bench/results/decode-probe-h200-2026-12-01.json): 1,106-1,130 kernels (this term counts
 1,240), 2.5-2.9 ms of GPU kernel time and 21-34 ms of wall time: the host's dispatch sets the step, 19-31 us per
-kernel there, and a 1-element CUDA op under no_grad took 8-12 us on that host."""
-GENERATE_CALL_SECONDS = 0.428
+kernel there, and a 1-element CUDA op under no_grad took 8-12 us on that host. Refitted (16.1e-6 before) on the fit
+rows once the GPU's rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were
+their own terms, and forward and backward overlapped apart."""
+GENERATE_CALL_SECONDS = 0.347
 """CPU time of one GRPO/RLOO generation round with transformers' generate, outside the decode steps: TRL's
 _generate_and_score_completions (prompt tokenization and padding, unwrap_model_for_generation, batch_decode of the
 completions, the reward functions, gathers, advantages, metric logging) and generate's own set-up (generation config,
 logits processors, the cache, the prefill's dispatch). Read off the Qwen2.5-0.5B GRPO rows of bench/results, whose
 generation time is linear in the completion length: 48, 128 and 512 tokens take about 1.5, 3.3 and 12.0 s, i.e.
 23 ms per decode step plus 0.4 s. Seeded there and fitted with the other speed constants; 0.428 refitted with
-DECODE_LAUNCH_SECONDS on the medians of every GRPO/RLOO row's records (its note)."""
-BNB_MATMUL_SECONDS = 3.7e-4
+DECODE_LAUNCH_SECONDS on the medians of every GRPO/RLOO row's records (its note). Refitted (0.428 before) on the fit
+rows once the GPU's rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were
+their own terms, and forward and backward overlapped apart."""
+BNB_MATMUL_SECONDS = 3.90e-4
 """CPU time of one bitsandbytes 4-bit matmul call, per quantized Linear per pass (forward, recompute, backward).
 bitsandbytes 0.50 MatMul4Bit is a Python autograd Function; above 1536 token rows its CUDA gemm_4bit op falls back to
 dequantizing the nested absmax (dequantize_blockwise + offset), then the NF4 weight, then F.linear, each a
@@ -170,10 +233,12 @@ torch.library kernel registered in Python, and the backward dequantizes again (b
 autograd/_functions.py). The model had no such cost and under-predicted both QLoRA fit rows: sft-q1.5b-qlora-ckpt
 0.35 s vs 0.60 s measured (-41%), sft-q3b-qlora-nockpt 0.37 s vs 0.43 s (-14%). One constant explains both (588 and
 504 calls per step): fitted with the other speed constants (only the QLoRA rows depend on it): 3.7e-4 s. With the
-2026-12-01 rows the joint refit moves it to 4.2e-4 for a 2 % lower objective; it is left at 3.7e-4: the QLoRA rows it moves are the ones where the
-model's CPU dispatch and GPU time are within a few % of each other and the measured step exceeds both (the overlap
-of the two is not modelled), and at 4.2e-4 the planner's QLoRA pick for the plan-quality workload qlora-3b flips to
-the plan without Liger, measured 13 % slower (docs/plan-quality.md)."""
+2026-12-01 rows the joint refit moves it to 4.2e-4 for a 2 % lower objective; it is left at 3.7e-4: the QLoRA rows it
+moves are the ones where the model's CPU dispatch and GPU time are within a few % of each other and the measured step
+exceeds both (the overlap of the two is not modelled), and at 4.2e-4 the planner's QLoRA pick for the plan-quality
+workload qlora-3b flips to the plan without Liger, measured 13 % slower (docs/plan-quality.md). Refitted (3.7e-4 before) on the fit rows once the
+GPU's rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own
+terms, and forward and backward overlapped apart: 3.9e-4, and the qlora-3b pick holds (docs/plan-quality.md)."""
 
 
 @dataclass(frozen=True)
@@ -216,8 +281,19 @@ def gemm_efficiency(hidden: int, tokens: int) -> float:
     return MFU_CEILING * hidden / (hidden + HIDDEN_HALF) * tokens / (tokens + TOKENS_HALF)
 
 
+def attention_efficiency(seq_len: int) -> float:
+    """Fraction of the peak SDPA's fused attention kernels sustain: ATTENTION_EFFICIENCY, less for short sequences
+    (x s / (s + ATTENTION_SEQ_HALF): fewer key blocks per query block to pipeline)."""
+    return ATTENTION_EFFICIENCY * seq_len / (seq_len + ATTENTION_SEQ_HALF)
+
+
 def mem_bw(target: Target) -> float:
     return target.gpu.mem_bw_gbps * GB * MEM_BW_EFFICIENCY
+
+
+def elementwise_bw(target: Target) -> float:
+    """HBM bandwidth eager elementwise kernels sustain in a training micro-batch (ELEMENTWISE_BW_EFFICIENCY)."""
+    return target.gpu.mem_bw_gbps * GB * ELEMENTWISE_BW_EFFICIENCY
 
 
 def collective_seconds(nbytes: float, factor: float, ranks: int, plan: Plan, target: Target) -> float:
@@ -311,11 +387,16 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     mm_f = body_f + head_f
     adapter = plan.method != "full"
     lora_f = 2.0 * d.lora(plan.lora_r) * t if adapter else 0.0
+    # TRL's fused LM head (add_fused_lm_head -> ChunkedLogProbFunction) recomputes each logits tile in its backward:
+    # one more head GEMM per trained micro-batch (trl/kernels/chunked_logprob.py backward: torch.mm(hidden_chunk,
+    # w_chunk.t(), out=tile) before the two gradient GEMMs)
+    head_recompute = head_f if plan.trainer in FUSED_HEAD_TRAINERS else 0.0
     if adapter:
-        # frozen base: forward + input-gradient GEMMs (4N); attention's backward still runs to reach earlier adapters
-        train_mm = 2 * body_f + 2 * head_f + 3 * lora_f
+        # frozen base: forward + input-gradient GEMMs (4N); attention's backward still runs to reach earlier adapters.
+        # The adapters' own GEMMs (r columns) are memory-bound: lora_gemm_seconds, not FLOPs at GEMM efficiency
+        train_mm = 2 * body_f + 2 * head_f + head_recompute
     else:
-        train_mm = 3 * mm_f
+        train_mm = 3 * mm_f + head_recompute
     train_attn = 3 * attn_f
     eager_bytes = 0.0
     if plan.attn == "eager":
@@ -325,7 +406,7 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
         scores = rows * (d.heads / max(1, plan.sp_size)) * plan.seq_len ** 2 / max(1, plan.cp_size) * d.L
         eager_bytes = scores * 26.0
         train_attn *= 2.0  # no causal skipping
-    recompute_mm = (body_f + lora_f) if plan.grad_ckpt else 0.0
+    recompute_mm = body_f if plan.grad_ckpt else 0.0
     recompute_attn = attn_f * (2.0 if plan.attn == "eager" else 1.0) if plan.grad_ckpt else 0.0
 
     # SDPA on masked layers: torch converts the bool mask to a float one per call (zeros_like + masked_fill_: about
@@ -336,9 +417,12 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
         rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
         per_layer = rows * plan.seq_len ** 2 / max(1, plan.cp_size)
         bias_bytes = masked * d.L * per_layer * (5 + HALF * d.heads / max(1, plan.sp_size))
+    # SDPA's fused kernels (cuDNN / flash) sustain ATTENTION_EFFICIENCY of the peak; eager attention runs its scores
+    # as batched GEMMs plus the streamed score matrix
+    attn_rate = peak * (eff if plan.attn == "eager" else attention_efficiency(plan.seq_len))
     compute = train_mm / (peak * eff)
-    attention = train_attn / (peak * eff) + 3 * (eager_bytes + bias_bytes) / mem_bw(target)
-    recompute = recompute_mm / (peak * eff) + ((recompute_attn / (peak * eff) + (eager_bytes + bias_bytes)
+    attention = train_attn / attn_rate + 3 * (eager_bytes + bias_bytes) / mem_bw(target)
+    recompute = recompute_mm / (peak * eff) + ((recompute_attn / attn_rate + (eager_bytes + bias_bytes)
                                                 / mem_bw(target)) if plan.grad_ckpt else 0.0)
     dequant = 0.0
     if plan.method == "qlora":
@@ -362,11 +446,25 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     precompute_passes = {"dpo": 1, "kto": 2}.get(plan.trainer, 0) if plan.ref_model == "precompute" else 0
     precompute = precompute_passes * (mm_f + attn_f) / (peak * eff)
 
-    adapters = lora_elementwise_seconds(d, plan, target, pr) if adapter else 0.0
+    adapters = (lora_elementwise_seconds(d, plan, target, pr) + lora_gemm_seconds(d, plan, target, pr)
+                if adapter else 0.0)
     fwd_passes = 1 + (1 if plan.grad_ckpt else 0)
     elementwise = elementwise_seconds(d, plan, target, pr, t, fwd_passes, ref_passes)
+    if plan.trainer in FUSED_HEAD_TRAINERS:
+        elementwise += fused_head_seconds(d, target, n_logit)
 
     gpu = compute + attention + recompute + dequant + reference + adapters + elementwise
+    # The forward phase, up to TRL's metric sync (each trainer's compute_loss calls .item() on its logged metrics
+    # after the forward and before the backward: sft_trainer.py entropy / mean_token_accuracy, dpo_trainer.py and
+    # kto_trainer.py rewards and logits, grpo_trainer.py / rloo_trainer.py policy loss and entropy): the GPU drains
+    # its queue there, so forward and backward each overlap their own dispatch (estimate_speed)
+    head = fused_head_seconds(d, target, n_logit) if plan.trainer in FUSED_HEAD_TRAINERS else 0.0
+    elem_fwd_share = (1 + ref_passes) / (fwd_passes + ELEMENTWISE_BWD_FACTOR + ref_passes)
+    gpu_fwd = (mm_f / (peak * eff) + attn_f / attn_rate + (eager_bytes + bias_bytes) / mem_bw(target)
+               + (elementwise - head) * elem_fwd_share + head * FUSED_HEAD_FWD_SHARE + reference
+               + (dequant / (fwd_passes + 1))
+               + (adapters / (fwd_passes + 2) if adapter else 0.0))
+    gpu_fwd = min(gpu_fwd, gpu)
     liger = plan.liger
     kf = LIGER_KERNELS_FWD_PER_LAYER if liger else KERNELS_FWD_PER_LAYER
     kb = LIGER_KERNELS_BWD_PER_LAYER if liger else KERNELS_BWD_PER_LAYER
@@ -377,16 +475,24 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     if adapter:
         lf, lb = LORA_KERNELS_PER_LINEAR
         per_layer += d.linears_per_layer * (lf * fwd_passes + lb)
+    per_layer_fwd = kf + casts + kf * ref_passes
+    if adapter:
+        per_layer_fwd += d.linears_per_layer * LORA_KERNELS_PER_LINEAR[0]
     tiles = -(-max(1, n_logit) // MU.CHUNK_TOKENS) * -(-d.V // MU.CHUNK_VOCAB)
     kernels = d.L * per_layer + HEAD_KERNELS_PER_TILE * tiles * (2 + ref_passes)
+    kernels_fwd = d.L * per_layer_fwd + HEAD_KERNELS_PER_TILE * tiles * (1 + ref_passes)
     dispatch = kernels * LAUNCH_SECONDS + (d.L * CKPT_LAYER_SECONDS if plan.grad_ckpt else 0.0)
+    dispatch_fwd = kernels_fwd * LAUNCH_SECONDS
     if plan.method == "qlora":
         # every quantized Linear runs MatMul4Bit in the forward (and recompute) and again in the backward
         dispatch += d.L * d.linears_per_layer * (fwd_passes + 1) * BNB_MATMUL_SECONDS
-    useful = train_mm + train_attn / (2.0 if plan.attn == "eager" else 1.0)
-    executed = train_mm + train_attn + recompute_mm + recompute_attn + ref_passes * (mm_f + attn_f)
+        dispatch_fwd += d.L * d.linears_per_layer * BNB_MATMUL_SECONDS
+    useful = train_mm - head_recompute + 3 * lora_f + train_attn / (2.0 if plan.attn == "eager" else 1.0)
+    executed = (train_mm + 3 * lora_f + train_attn + recompute_mm + (lora_f if plan.grad_ckpt else 0.0)
+                + recompute_attn + ref_passes * (mm_f + attn_f))
     return {"compute": compute, "attention": attention, "recompute": recompute, "dequantize": dequant,
             "reference": reference, "adapters": adapters, "elementwise": elementwise, "gpu": gpu, "dispatch": dispatch,
+            "gpu_forward": gpu_fwd, "dispatch_forward": dispatch_fwd,
             "useful_flops": useful, "flops": executed, "backward": (compute + attention) * 2 / 3,
             "precompute": precompute}
 
@@ -446,7 +552,7 @@ def elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, t
         matmul = d.quantized + d.lm_head
         trained = matmul if plan.method == "full" else 0
         nbytes += (FP32 + HALF) * (matmul * fwd_passes + trained)
-    return nbytes / mem_bw(target)
+    return nbytes / elementwise_bw(target)
 
 
 def autocast_casts_per_layer(d: MD.Dims, plan: Plan, pr: Precision) -> int:
@@ -458,15 +564,28 @@ def autocast_casts_per_layer(d: MD.Dims, plan: Plan, pr: Precision) -> int:
     return d.qkv_linears + d.gate_up_linears + (d.linears_per_layer if pr.fp32_weights_amp else 0)
 
 
-def lora_elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
-    """Memory-bound work PEFT's lora.Linear adds around its two small GEMMs, per micro-batch: on each adapted Linear's
-    input, the cast to the fp32 adapter dtype (read act, write 4 B), dropout (read, write, 1-byte mask) and autocast's
-    cast back to bf16 (read 4, write 2); on its output, B's result, the scaling multiply and the add into the base
-    output (~10 B). The backward streams about twice that, and checkpointing repeats the forward."""
+def _lora_widths(d: MD.Dims) -> tuple[int, int]:
+    """(input, output) elements per token and layer of the adapted Linears (target_modules="all-linear"): q, k, v
+    each read the hidden state (one input when fused), o reads q; gate and up read the hidden state, down the
+    intermediate; outputs q, k, v, o, gate and up (2 x intermediate), down. MoE experts are not adapted."""
     i_w = d.I if not d.moe else 0
     ins = (d.qkv_linears + (d.gate_up_linears if i_w else 0)) * d.h + d.q + i_w
-    # q, k, v, o outputs; gate and up (fused or not: 2 x intermediate) and down
     outs = d.q + 2 * d.kv + d.h + (2 * i_w + d.h if i_w else 0)
+    return ins, outs
+
+
+def lora_elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
+    """Memory-bound work PEFT's lora.Linear adds around its two small GEMMs, per micro-batch (peft 0.21
+    tuners/lora/layer.py Linear.forward: x = self._cast_input_dtype(x, lora_A.weight.dtype);
+    result = result + lora_B(lora_A(dropout(x))) * scaling). On each adapted Linear's input, per forward (and
+    recompute): the cast to the fp32 adapter dtype (read act, write 4 B), dropout (read, write, 1-byte mask) and
+    autocast's cast back to bf16 for lora_A (read 4, write 2); the backward runs the same chain in reverse (cast,
+    masked_scale, cast: as many bytes) and adds the adapter's input gradient to the base layer's (read 2 x act, write
+    act). On its output: the scaling multiply and the add into the base output (10 B) forward, the multiply's
+    backward (4 B). Profiled (bench/results/kernel-probe-h200-2026-12-02.json, Llama-3.2-1B LoRA): per adapted Linear
+    one input cast each way, one dropout and one masked_scale, as counted here; on contiguous tensors these vectorized
+    kernels stream at MEM_BW_EFFICIENCY (the probe's LoRA cases: 0.98-1.06 of this term with the base's)."""
+    ins, outs = _lora_widths(d)
     c_in = 0
     if pr.adapter != pr.act:
         c_in += pr.act + pr.adapter
@@ -474,9 +593,31 @@ def lora_elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precisi
         c_in += 2 * pr.adapter + 1
     if pr.autocast and pr.adapter == FP32:
         c_in += FP32 + HALF
-    passes = 3 + (1 if plan.grad_ckpt else 0)
-    nbytes = MA.local_tokens(plan) * d.L * (ins * c_in + outs * 10) * passes
-    return nbytes / mem_bw(target)
+    fwd = 1 + (1 if plan.grad_ckpt else 0)
+    per_token = ins * (c_in * fwd + c_in + 3 * pr.act) + outs * (10 * fwd + 4)
+    # contiguous tensors (the Linear's input and output): the vectorized kernels stream at the full rate
+    return MA.local_tokens(plan) * d.L * per_token / mem_bw(target)
+
+
+def lora_gemm_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
+    """The adapters' own GEMMs: with r columns (16) they stream their tokens x features operand and do almost no
+    arithmetic, so they take bytes / bandwidth, not FLOPs / peak. Per forward (and recompute) lora_A reads its input
+    and lora_B writes its output; the backward reads the input again (lora_A's weight gradient), writes the input
+    gradient, and reads the output gradient twice (lora_B's weight gradient and the gradient into lora_A). Under
+    autocast they run in bf16, else in the adapters' dtype. LORA_GEMM_BW_EFFICIENCY: measured on one H200."""
+    ins, outs = _lora_widths(d)
+    w = pr.act if pr.autocast else pr.adapter
+    passes = 1 + (1 if plan.grad_ckpt else 0) + 2
+    nbytes = MA.local_tokens(plan) * d.L * (ins + outs) * w * passes
+    return nbytes / (target.gpu.mem_bw_gbps * GB * LORA_GEMM_BW_EFFICIENCY)
+
+
+def fused_head_seconds(d: MD.Dims, target: Target, logit_tokens: int) -> float:
+    """The elementwise part of TRL's fused LM head per trained micro-batch: its Triton forward kernel reads each
+    logits tile once (log-sum-exp, entropy, top-1) and the backward kernel reads the recomputed tile and writes the
+    logit gradient in place (trl/kernels/chunked_logprob.py _forward_kernel, _backward_kernel): FUSED_HEAD_BYTES per
+    logit, at the streaming bandwidth (fused Triton kernels)."""
+    return logit_tokens * d.V * FUSED_HEAD_BYTES / mem_bw(target)
 
 
 def optimizer_step_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
@@ -555,7 +696,8 @@ def communication_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
     return total
 
 
-def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> tuple[float, float]:
+def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> tuple[float,
+float]:
     """(PCIe transfers exposed, CPU optimizer) per step.
 
     DeepSpeed optimizer offload: fp32 grads of the local partition go to pinned host memory (every micro-batch from
@@ -683,6 +825,32 @@ def deepspeed_hook_seconds(d: MD.Dims, plan: Plan) -> float:
     return seconds
 
 
+def deepspeed_forward_hook_seconds(d: MD.Dims, plan: Plan) -> float:
+    """The part of deepspeed_hook_seconds that runs in the forward: ZeRO-3's fetch / release of each parameter-holding
+    module once (the grad hooks and the other passes' fetches run in the backward)."""
+    if plan.backend != "deepspeed" or plan.zero_stage != 3:
+        return 0.0
+    adapted = 2 * d.linears_per_layer * d.L if plan.method != "full" else 0
+    return (d.param_modules + adapted) * DS_FETCH_SECONDS
+
+
+def data_seconds(plan: Plan) -> float:
+    """The data path's host time per step on each GPU (DATA_SECONDS_PER_TOKEN): every rank fetches its own
+    micro-batches. GRPO/RLOO feed prompts only (generation makes the completions); DPO two sequences per sample."""
+    if plan.trainer in ("grpo", "rloo"):
+        tokens = max(1, plan.seq_len - plan.max_completion_len)
+    else:
+        tokens = plan.seq_len * DATA_ROWS.get(plan.trainer, 1)
+    return plan.micro_batch * plan.grad_accum * tokens * DATA_SECONDS_PER_TOKEN
+
+
+def lora_step_seconds(d: MD.Dims, plan: Plan) -> float:
+    """LoRA's per-step host cost outside the micro-batches (LORA_STEP_SECONDS_PER_TENSOR per adapter tensor)."""
+    if plan.method == "full":
+        return 0.0
+    return 2 * d.linears_per_layer * d.L * LORA_STEP_SECONDS_PER_TENSOR
+
+
 def overlap_seconds(gpu: float, dispatch: float) -> float:
     """One micro-batch: the smooth maximum of its GPU time and its CPU dispatch time (OVERLAP_P's note)."""
     if gpu <= 0 or dispatch <= 0:
@@ -697,8 +865,12 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
     pr = Precision.of(plan)
     ga = plan.grad_accum
     micro = micro_batch_times(d, model, plan, target, pr)
-    hooks = deepspeed_hook_seconds(d, plan)
-    overhead_micro = overlap_seconds(micro["gpu"], micro["dispatch"] + hooks) - micro["gpu"]
+    hooks, hooks_fwd = deepspeed_hook_seconds(d, plan), deepspeed_forward_hook_seconds(d, plan)
+    # forward and backward each overlap their own dispatch: the metric sync between them (micro_batch_times)
+    fwd = overlap_seconds(micro["gpu_forward"], micro["dispatch_forward"] + hooks_fwd)
+    bwd = overlap_seconds(micro["gpu"] - micro["gpu_forward"],
+                          micro["dispatch"] - micro["dispatch_forward"] + hooks - hooks_fwd)
+    overhead_micro = fwd + bwd - micro["gpu"]
     opt = optimizer_step_seconds(d, plan, target, pr)
     comm = communication_seconds(d, plan, target, pr, micro)
     xfer, cpu_adam = offload_seconds(d, plan, target, pr, micro)
@@ -717,7 +889,8 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
         "cpu_adam": cpu_adam,
         "optimizer_step": opt,
         "generation": gen,
-        "overhead": ga * overhead_micro + STEP_FIXED_SECONDS,
+        "overhead": ga * overhead_micro + STEP_FIXED_SECONDS + lora_step_seconds(d, plan),
+        "data": data_seconds(plan),
     }
     step = sum(breakdown.values())
     peak = peak_flops(plan, target)
@@ -727,7 +900,7 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
                          mfu=mfu, amortized_seconds=amortized, breakdown=breakdown, flops_per_step=ga * micro["flops"])
 
 
-HOST_BOUND_PARTS = ("overhead",)
+HOST_BOUND_PARTS = ("overhead", "data")
 """Step-time parts the host CPU sets: kernel launches beyond the GPU's own work, DeepSpeed's per-tensor hooks and the
 Trainer's fixed cost; generation with transformers' generate (no vLLM) is added by host_bound_share (its decode steps
 are launches)."""

@@ -44,11 +44,12 @@ def test_every_measured_row_is_in_the_report(report):
     # knob); and the four GRPO/RLOO rows of bench/rows/generation-validate-2026-12-01.json (holdout, predicted
     # before they ran), and the four of bench/rows/z3-decompose-2026-12-01.json (holdout: the ZeRO-3 + offload rows
     # taken apart), and the ZeRO twins of 2026-12-02 (bench/rows/zero-hooks-2026-12-02.json: 21 rows, one of them
-    # measured before; bench/rows/zero-lora-2026-12-02.json and zero-lora-memory-2026-12-02.json: 6 each). The
-    # re-measurements add records, not rows.
+    # measured before; bench/rows/zero-lora-2026-12-02.json and zero-lora-memory-2026-12-02.json: 6 each), and the
+    # eight GPU-bound rows of other families of bench/rows/kernel-floor-2026-12-02.json (holdout, measured before the
+    # GPU rates were measured by kernel). The re-measurements add records, not rows.
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
-    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6
+    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
@@ -89,6 +90,10 @@ def test_holdout_split_is_the_matrix_hash_split(report):
         assert r["split"] == splits.get(r["name"], "holdout"), r["name"]
     assert sum(r["name"] in splits for r in twins) == 1
     splits.update({r["name"]: r["split"] for r in twins})
+    # and the GPU-bound rows of other families, run before the kernel-measured GPU rates replaced the fitted ceiling
+    later = json.loads((REPO / A.KERNEL_FLOOR_CHECK).read_text())
+    assert {r["split"] for r in later} == {"holdout"} and not {r["name"] for r in later} & set(splits)
+    splits.update({r["name"]: r["split"] for r in later})
     for e in report.rows:
         if e.run.source == "bench":
             assert splits[e.run.name] == e.run.split, e.run.name
@@ -189,7 +194,16 @@ def test_liger_is_faster_on_the_gpu(by_name):
     measured = liger.run.step_seconds / plain.run.step_seconds
     predicted = liger.pred_step / plain.pred_step
     assert measured < 0.9
-    assert abs(predicted - measured) < 0.05
+    assert abs(predicted - measured) < 0.07
+    # on the GPU alone (the same two micro-batches profiled by kernel, bench/kernel_terms.py) the model's ratio is the
+    # kernels': the rest of the gap is Liger's Triton launches, which leave the GPU idle between kernels (0.166 s wall
+    # for 0.150 s of kernels)
+    from bench import kernel_terms as KT
+
+    gpu = {c["case"]: c for c in KT.cases(KT.load())}
+    lig, pl = gpu["qwen2.5-1.5b full-liger s2048 x4"], gpu["qwen2.5-1.5b full s2048 x4"]
+    assert abs(lig["model_s"]["total"] / pl["model_s"]["total"]
+               - lig["measured"]["total"] / pl["measured"]["total"]) < 0.03
 
 
 # ---------------------------------------------------------------------------------------------------- baselines
@@ -477,7 +491,10 @@ def test_remeasure_rows_follow_one_rule_whatever_the_error(report):
             # the row as it ran, pinned attention included; bench.run's own estimates are left to it
             assert picked[r.name]["attn"] == r.knobs.get("attn")
             assert not set(A.RUN_FILLED_KEYS) & set(picked[r.name])
-    assert rows and M.validate(rows) == []
+    # every host-bound row may have its records by now: then there is nothing to pick, and the rule still held above
+    assert M.validate(rows) == [] if rows else not any(
+        e.host_share >= MC.HOST_BOUND_NOTE_SHARE and len(e.run.step_records) < A.REMEASURE_RECORDS
+        for e in report.rows if e.run.source == "bench" and e.run.status == "ok" and e.run.step_records)
 
 
 def test_remeasure_file_is_never_written_over(tmp_path, capsys):
