@@ -22,6 +22,8 @@ import time
 import warnings
 from typing import Any
 
+from bench.rows_file import save_json
+
 CASES = ((1024, 64), (1024, 16), (2048, 8), (4096, 4), (8192, 2))
 """(sequence length, micro-batch) of the batches timed."""
 BATCHES = 6
@@ -87,10 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         for seq, mb in CASES:
             result["cases"].append(time_case(seq, mb, tmp))
             print(json.dumps(result["cases"][-1]), flush=True)
-    tmp_out = a.out + ".tmp"
-    with open(tmp_out, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp_out, a.out)
+    save_json(a.out, result)
     return 0
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from bench.host_probe import device as _device
 from bench.host_probe import host_probe
 from bench.host_probe import sync as _sync
+from bench.rows_file import save_json
 
 DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-3b")
 PROMPTS = (128, 1024, 2048)
@@ -152,10 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def save() -> None:
         # after every case: a run cut short by its time limit keeps what it measured
-        tmp = a.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, a.out)
+        save_json(a.out, result)
 
     for m in a.models.split(","):
         probe_model(torch, m.strip(), prompts, batches, result["rows"], save)

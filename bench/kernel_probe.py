@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from bench.rows_file import save_json
+
 CASES = (("qwen2.5-0.5b", "full", 2048, 8), ("smollm2-360m", "full", 2048, 8), ("qwen3-0.6b", "full", 2048, 8),
          ("gemma-3-1b", "full", 2048, 8), ("llama-3.2-1b", "full", 4096, 4), ("llama-3.2-1b", "full", 8192, 2),
          ("qwen2.5-1.5b", "full", 2048, 4), ("qwen3-1.7b", "full", 2048, 8), ("phi-3-mini", "full", 2048, 4),
@@ -307,10 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result["lora_gemms"]), flush=True)
 
     def save() -> None:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, a.out)
+        save_json(a.out, result)
 
     save()
     if not a.skip_micro_batches:

@@ -1,4 +1,5 @@
-"""Writing a rows file (the JSON list bench.run --rows-file reads) without replacing anyone's file."""
+"""Writing a rows file (the JSON list bench.run --rows-file reads) without replacing anyone's file, and a probe's
+results file in place, whole or not at all."""
 
 from __future__ import annotations
 
@@ -23,3 +24,14 @@ def write_new(path: Path, rows: list[dict], *, same_ok: bool = False) -> str | N
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"
     return None
+
+
+def save_json(path: str, obj) -> None:
+    """Write `obj` to `path` through a temporary file and a rename: a probe that saves after every case and is cut
+    short by its time limit leaves the last whole file, never half of one."""
+    import os
+
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
