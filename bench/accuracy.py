@@ -933,8 +933,8 @@ def _kernel_section(w, rows: list[Evaluated]) -> None:
       "SDPA, bf16 autocast, TRL's fused LM head, each in its own process) profiled by kernel, and LoRA's skinny "
       "GEMMs replayed from a CUDA graph. Each rate is the model's own work (FLOPs, bytes) for the case over the "
       "measured GPU time of its kind of kernel. Before, one fitted ceiling (0.727, with HIDDEN_HALF 512 and "
-      "TOKENS_HALF 256) stood for all of them; against these kernels it made the GEMMs 1.2-1.6x too slow, attention "
-      "1.1-1.9x and the full fine-tunes' elementwise work 1.6-2.2x too fast.")
+      "TOKENS_HALF 256) stood for all of them; against these kernels that model (commit 2427517) made the GEMMs "
+      "1.2-1.6x too slow, attention 1.1-1.9x and the full fine-tunes' elementwise work 1.6-2.2x too fast.")
     w("")
     w("| constant | derived from the probe | in use |")
     w("|---|---|---|")

@@ -180,7 +180,7 @@ def step_gaps(probe: dict[str, Any], rows=None) -> list[dict[str, Any]]:
         pr = MD.Precision.of(plan)
         outside = S.STEP_FIXED_SECONDS + S.data_seconds(plan) + S.optimizer_step_seconds(d, plan, target, pr)
         gap = e.run.step_seconds - c["wall_s"] - outside
-        tensors = 2 * d.linears_per_layer * d.L if method != "full" else 0
+        tensors = S.adapter_tensors(d, plan)
         out.append({"case": f"{c['model']} {c['method']} s{c['seq_len']} x{c['micro_batch']}", "row": e.run.name,
                     "step_s": e.run.step_seconds, "micro_batch_wall_s": c["wall_s"], "outside_s": outside,
                     "gap_s": gap, "adapter_tensors": tensors,

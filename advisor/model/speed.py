@@ -80,8 +80,8 @@ fitted: bench/kernel_terms.py reads it, with HIDDEN_HALF and TOKENS_HALF, off th
 micro-batches of the catalogue's families on one H200 (bench/results/kernel-probe-h200-2026-12-02.json: cuBLAS
 reached 0.70-0.81 of the peak at 4-16k tokens per micro-batch and hidden sizes 896-4096). It was fitted to step
 times before (0.727, with HIDDEN_HALF 512 and TOKENS_HALF 256), where it also absorbed the elementwise and attention
-time the model under-counted (the probe's non-GEMM kernels ran 1.6-2.2x and attention 1.1-1.9x what the model gave
-them)."""
+time the model under-counted (against the probe, the model of commit 2427517 gave the full fine-tunes' non-GEMM
+kernels 1/2.2-1/1.6 and attention 1/1.9-1/1.1 of their measured time)."""
 HIDDEN_HALF = 128
 """Hidden size at which GEMM efficiency halves (x h / (h + HIDDEN_HALF)): measured with MFU_CEILING."""
 TOKENS_HALF = 512
@@ -449,16 +449,14 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     adapters = (lora_elementwise_seconds(d, plan, target, pr) + lora_gemm_seconds(d, plan, target, pr)
                 if adapter else 0.0)
     fwd_passes = 1 + (1 if plan.grad_ckpt else 0)
-    elementwise = elementwise_seconds(d, plan, target, pr, t, fwd_passes, ref_passes)
-    if plan.trainer in FUSED_HEAD_TRAINERS:
-        elementwise += fused_head_seconds(d, target, n_logit)
+    head = fused_head_seconds(d, target, n_logit) if plan.trainer in FUSED_HEAD_TRAINERS else 0.0
+    elementwise = elementwise_seconds(d, plan, target, pr, t, fwd_passes, ref_passes) + head
 
     gpu = compute + attention + recompute + dequant + reference + adapters + elementwise
     # The forward phase, up to TRL's metric sync (each trainer's compute_loss calls .item() on its logged metrics
     # after the forward and before the backward: sft_trainer.py entropy / mean_token_accuracy, dpo_trainer.py and
     # kto_trainer.py rewards and logits, grpo_trainer.py / rloo_trainer.py policy loss and entropy): the GPU drains
     # its queue there, so forward and backward each overlap their own dispatch (estimate_speed)
-    head = fused_head_seconds(d, target, n_logit) if plan.trainer in FUSED_HEAD_TRAINERS else 0.0
     elem_fwd_share = (1 + ref_passes) / (fwd_passes + ELEMENTWISE_BWD_FACTOR + ref_passes)
     gpu_fwd = (mm_f / (peak * eff) + attn_f / attn_rate + (eager_bytes + bias_bytes) / mem_bw(target)
                + (elementwise - head) * elem_fwd_share + head * FUSED_HEAD_FWD_SHARE + reference
@@ -696,8 +694,8 @@ def communication_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
     return total
 
 
-def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> tuple[float,
-float]:
+def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
+                    micro: dict[str, float]) -> tuple[float, float]:
     """(PCIe transfers exposed, CPU optimizer) per step.
 
     DeepSpeed optimizer offload: fp32 grads of the local partition go to pinned host memory (every micro-batch from
@@ -809,6 +807,11 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
     return gen, scoring
 
 
+def adapter_tensors(d: MD.Dims, plan: Plan) -> int:
+    """Trainable adapter tensors of a LoRA/QLoRA plan: lora_A and lora_B of each adapted Linear (0 for full)."""
+    return 2 * d.linears_per_layer * d.L if plan.method != "full" else 0
+
+
 def deepspeed_hook_seconds(d: MD.Dims, plan: Plan) -> float:
     """Host CPU time DeepSpeed's hooks add to one micro-batch: ZeRO-1/2/3 grad hooks per trainable tensor, ZeRO-3
     fetch / release per parameter-holding module and pass (DS_GRAD_HOOK_SECONDS, DS_FETCH_SECONDS). They run on the
@@ -818,7 +821,7 @@ def deepspeed_hook_seconds(d: MD.Dims, plan: Plan) -> float:
     (2.4 s) when the hooks were added to its GPU time (docs/accuracy.md)."""
     if plan.backend != "deepspeed" or plan.zero_stage not in (1, 2, 3):
         return 0.0
-    adapted = 2 * d.linears_per_layer * d.L if plan.method != "full" else 0  # lora_A, lora_B per adapted Linear
+    adapted = adapter_tensors(d, plan)
     seconds = (adapted or d.tensors) * DS_GRAD_HOOK_SECONDS
     if plan.zero_stage == 3:
         seconds += (d.param_modules + adapted) * (3 if plan.grad_ckpt else 2) * DS_FETCH_SECONDS
@@ -830,7 +833,7 @@ def deepspeed_forward_hook_seconds(d: MD.Dims, plan: Plan) -> float:
     module once (the grad hooks and the other passes' fetches run in the backward)."""
     if plan.backend != "deepspeed" or plan.zero_stage != 3:
         return 0.0
-    adapted = 2 * d.linears_per_layer * d.L if plan.method != "full" else 0
+    adapted = adapter_tensors(d, plan)
     return (d.param_modules + adapted) * DS_FETCH_SECONDS
 
 
@@ -846,9 +849,7 @@ def data_seconds(plan: Plan) -> float:
 
 def lora_step_seconds(d: MD.Dims, plan: Plan) -> float:
     """LoRA's per-step host cost outside the micro-batches (LORA_STEP_SECONDS_PER_TENSOR per adapter tensor)."""
-    if plan.method == "full":
-        return 0.0
-    return 2 * d.linears_per_layer * d.L * LORA_STEP_SECONDS_PER_TENSOR
+    return adapter_tensors(d, plan) * LORA_STEP_SECONDS_PER_TENSOR
 
 
 def overlap_seconds(gpu: float, dispatch: float) -> float:
