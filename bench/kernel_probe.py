@@ -178,8 +178,13 @@ def _add_trl_lm_head(model) -> bool:
     return True
 
 
-def micro_batch(torch, model_id: str, method: str, seq: int, mb: int) -> dict[str, Any]:
-    from torch.profiler import ProfilerActivity, profile
+def build(torch, model_id: str, method: str, seq: int, mb: int, ckpt: bool = False):
+    """The benchmark worker's model for one case (random bf16 weights, SDPA; Liger's layer kernels for "-liger";
+    PEFT LoRA for "lora"; transformers' gradient checkpointing with its defaults, as the Trainer enables it, when
+    `ckpt`), a batch of `mb` x `seq` tokens and TRL's loss. Returns (loss_of, step, meta): loss_of() runs the
+    forward under bf16 autocast and returns the loss; step(sync) runs forward + backward (with TRL's metric sync
+    between them when `sync`) and drops the grads; meta says whether TRL's fused head is in, the layer count, the
+    checkpoint function's keyword arguments, and holds the model and set_batch(rows, tokens), a new batch."""
     from transformers import AutoModelForCausalLM
 
     from bench.models import arch_dict, hf_config, resolve
@@ -204,10 +209,12 @@ def micro_batch(torch, model_id: str, method: str, seq: int, mb: int) -> dict[st
 
         model = get_peft_model(model, LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, lora_dropout=LORA_DROPOUT,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
+    meta = {"fused": fused, "layers": arch["layers"], "checkpoint_kwargs": enable_checkpointing(model) if ckpt else None}
     model.train()
-    inp = torch.randint(0, ids["unk"], (mb, seq), device=DEVICE)
+    batch = {"inp": torch.randint(0, ids["unk"], (mb, seq), device=DEVICE)}
 
     def loss_of():
+        inp = batch["inp"]
         with torch.autocast(DEVICE, dtype=torch.bfloat16):
             if not fused:
                 return model(input_ids=inp, labels=inp).loss
@@ -215,10 +222,38 @@ def micro_batch(torch, model_id: str, method: str, seq: int, mb: int) -> dict[st
             out = model(input_ids=inp, labels=inp, fused_lm_head=True)
             return -out.log_probs.sum() / out.label_mask.sum().clamp(min=1)
 
-    def step():
-        loss_of().backward()
+    def step(sync: bool = False):
+        loss = loss_of()
+        if sync:
+            # TRL's compute_loss calls .item() on its metrics between the forward and the backward
+            loss.detach().float().item()
+        loss.backward()
         model.zero_grad(set_to_none=True)
 
+    def set_batch(rows: int, tokens: int) -> None:
+        batch["inp"] = torch.randint(0, ids["unk"], (rows, tokens), device=DEVICE)
+
+    meta.update(model=model, set_batch=set_batch)
+    return loss_of, step, meta
+
+
+def enable_checkpointing(model) -> dict[str, str]:
+    """Transformers' gradient checkpointing as the Trainer turns it on with gradient_checkpointing_kwargs=None (the
+    library's default keyword arguments), and the inputs made to require grad, as TRL does for a frozen (PEFT) base.
+    Returns the checkpoint function's keyword arguments, as used."""
+    model.gradient_checkpointing_enable()
+    if hasattr(model, "enable_input_require_grads"):
+        model.enable_input_require_grads()
+    layer = next((m for m in model.modules() if hasattr(m, "_gradient_checkpointing_func")), None)
+    func = getattr(layer, "_gradient_checkpointing_func", None)
+    return {k: repr(v) for k, v in (getattr(func, "keywords", None) or {}).items()}
+
+
+def micro_batch(torch, model_id: str, method: str, seq: int, mb: int) -> dict[str, Any]:
+    from torch.profiler import ProfilerActivity, profile
+
+    loss_of, step, meta = build(torch, model_id, method, seq, mb)
+    fused = meta["fused"]
     for _ in range(2):
         step()
     _sync(torch)
@@ -231,7 +266,7 @@ def micro_batch(torch, model_id: str, method: str, seq: int, mb: int) -> dict[st
     def forward_only():
         loss_of().detach()
 
-    out = {"model": model_id, "method": method, "seq_len": seq, "micro_batch": mb, "layers": arch["layers"],
+    out = {"model": model_id, "method": method, "seq_len": seq, "micro_batch": mb, "layers": meta["layers"],
            "loss": "trl fused LM head (log_probs, entropy, is_top1)" if fused else "transformers (full logits)",
            "wall_s": round(wall, 4)}
     for phase, call in (("forward_backward", step), ("forward", forward_only)):
