@@ -145,33 +145,6 @@ def measure(torch, model_id: str, method: str, seq: int, mb: int) -> dict[str, A
     return out
 
 
-def _isolated(case: tuple[str, str, int, int]) -> dict[str, Any]:
-    import subprocess
-
-    spec = ":".join(map(str, case))
-    try:
-        done = subprocess.run([sys.executable, "-m", "bench.dispatch_probe", "--one-case", spec], capture_output=True,
-                              text=True, timeout=CASE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"case": list(case), "error": f"timed out after {CASE_TIMEOUT_S} s"}
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"case": list(case), "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:400]}
-    return json.loads(lines[-1])
-
-
-def _one_case(spec: str) -> int:
-    import torch
-
-    m, meth, seq, mb = spec.split(":")
-    try:
-        out = measure(torch, m, meth, int(seq), int(mb))
-    except Exception as exc:  # an OOM or a missing package: recorded, the next case runs
-        out = {"case": [m, meth, int(seq), int(mb)], "error": f"{type(exc).__name__}: {exc}"[:400]}
-    print(json.dumps(out), flush=True)
-    return 0
-
-
 def parse_cases(text: str) -> tuple[tuple[str, str, int, int], ...]:
     """model:method:seq_len:micro_batch, comma-separated; ValueError on anything else."""
     cases = tuple((m, meth, int(s), int(b)) for m, meth, s, b in (c.split(":") for c in text.split(",")))
@@ -184,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.dispatch_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="JSON file to write (must not exist); required")
     ap.add_argument("--cases", help="cases instead of CASES: model:method:seq_len:micro_batch,...")
-    ap.add_argument("--one-case", help=argparse.SUPPRESS)  # the child process of one case (_isolated)
+    ap.add_argument("--one-case", help=argparse.SUPPRESS)  # the child process of one case (kernel_probe.isolated)
     a = ap.parse_args(argv)
     if a.one_case:
-        return _one_case(a.one_case)
+        return KP.one_case(measure, a.one_case)
     if not a.out:
         ap.error("--out is required")
     if os.path.exists(a.out):
@@ -219,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     # this host's per-op dispatch, as the benchmark worker records it next to each row
     result["host"] = host_probe(torch)
     for case in cases:
-        result["cases"].append(_isolated(case))
+        result["cases"].append(KP.isolated("bench.dispatch_probe", case, CASE_TIMEOUT_S))
         print(json.dumps(result["cases"][-1]), flush=True)
         save_json(a.out, result)
     save_json(a.out, result)

@@ -278,30 +278,33 @@ def micro_batch(torch, model_id: str, method: str, seq: int, mb: int) -> dict[st
     return out
 
 
-def _isolated(case: tuple[str, str, int, int]) -> dict[str, Any]:
-    """One case in a fresh interpreter: Liger patches transformers' classes, not only the instance, so a case after a
-    Liger one would run Liger's kernels too; the process also returns all of its GPU memory."""
+def isolated(module: str, case: tuple[str, str, int, int], timeout: int) -> dict[str, Any]:
+    """One case in a fresh interpreter (`python -m MODULE --one-case SPEC`): Liger patches transformers' classes, not
+    only the instance, so a case after a Liger one would run Liger's kernels too; the process also returns all of its
+    GPU memory."""
     import subprocess
 
     spec = ":".join(map(str, case))
     try:
-        done = subprocess.run([sys.executable, "-m", "bench.kernel_probe", "--one-case", spec], capture_output=True,
-                              text=True, timeout=CASE_TIMEOUT_S)
+        done = subprocess.run([sys.executable, "-m", module, "--one-case", spec], capture_output=True, text=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"case": list(case), "error": f"timed out after {CASE_TIMEOUT_S} s"}
+        return {"case": list(case), "error": f"timed out after {timeout} s"}
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         return {"case": list(case), "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:400]}
     return json.loads(lines[-1])
 
 
-def _one_case(spec: str) -> int:
+def one_case(measure, spec: str) -> int:
+    """The child process of isolated(): measure(torch, model, method, seq_len, micro_batch), printed as one JSON line;
+    a failure (an OOM, a missing package) is recorded as the case's error and the next case runs."""
     import torch
 
     m, meth, seq, mb = spec.split(":")
     try:
-        out = micro_batch(torch, m, meth, int(seq), int(mb))
-    except Exception as exc:  # an OOM or a missing package: recorded, the next case runs
+        out = measure(torch, m, meth, int(seq), int(mb))
+    except Exception as exc:
         out = {"case": [m, meth, int(seq), int(mb)], "error": f"{type(exc).__name__}: {exc}"[:400]}
     print(json.dumps(out), flush=True)
     return 0
@@ -313,10 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-micro-batches", action="store_true", help="only the graph-replayed kernels")
     ap.add_argument("--cases", help="micro-batches to profile instead of CASES: model:method:seq_len:micro_batch,...")
     ap.add_argument("--skip-graphs", action="store_true", help="only the profiled micro-batches")
-    ap.add_argument("--one-case", help=argparse.SUPPRESS)  # the child process of one case (_isolated)
+    ap.add_argument("--one-case", help=argparse.SUPPRESS)  # the child process of one case (kernel_probe.isolated)
     a = ap.parse_args(argv)
     if a.one_case:
-        return _one_case(a.one_case)
+        return one_case(micro_batch, a.one_case)
     if not a.out:
         ap.error("--out is required")
     if os.path.exists(a.out):
@@ -355,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             pass
         for case in cases:
-            result["micro_batches"].append(_isolated(case))
+            result["micro_batches"].append(isolated("bench.kernel_probe", case, CASE_TIMEOUT_S))
             print(json.dumps(result["micro_batches"][-1]), flush=True)
             save()
     return 0
