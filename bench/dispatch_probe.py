@@ -145,14 +145,6 @@ def measure(torch, model_id: str, method: str, seq: int, mb: int) -> dict[str, A
     return out
 
 
-def parse_cases(text: str) -> tuple[tuple[str, str, int, int], ...]:
-    """model:method:seq_len:micro_batch, comma-separated; ValueError on anything else."""
-    cases = tuple((m, meth, int(s), int(b)) for m, meth, s, b in (c.split(":") for c in text.split(",")))
-    if any(meth not in KP.METHODS for _, meth, _, _ in cases) or min(min(s, b) for _, _, s, b in cases) < 1:
-        raise ValueError(text)
-    return cases
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.dispatch_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="JSON file to write (must not exist); required")
@@ -168,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = CASES
     if a.cases:
         try:
-            cases = parse_cases(a.cases)
+            cases = KP.parse_cases(a.cases)
         except ValueError:
             ap.error(f"--cases takes model:method:seq_len:micro_batch, comma-separated, method one of "
                      f"{', '.join(KP.METHODS)} (e.g. qwen2.5-0.5b:full:1024:2)")

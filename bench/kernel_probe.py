@@ -310,6 +310,14 @@ def one_case(measure, spec: str) -> int:
     return 0
 
 
+def parse_cases(text: str) -> tuple[tuple[str, str, int, int], ...]:
+    """model:method:seq_len:micro_batch, comma-separated; ValueError on anything else."""
+    cases = tuple((m, meth, int(s), int(b)) for m, meth, s, b in (c.split(":") for c in text.split(",")))
+    if any(meth not in METHODS for _, meth, _, _ in cases) or min(min(s, b) for _, _, s, b in cases) < 1:
+        raise ValueError(text)
+    return cases
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.kernel_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="JSON file to write (must not exist); required")
@@ -327,11 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = CASES
     if a.cases:
         try:
-            cases = tuple((m, meth, int(s), int(b)) for m, meth, s, b in (c.split(":") for c in a.cases.split(",")))
+            cases = parse_cases(a.cases)
         except ValueError:
-            ap.error("--cases takes model:method:seq_len:micro_batch, comma-separated (e.g. qwen2.5-0.5b:full:2048:8)")
-        if any(meth not in METHODS for _, meth, _, _ in cases) or min(min(s, b) for _, _, s, b in cases) < 1:
-            ap.error(f"--cases: method is one of {', '.join(METHODS)}; seq_len and micro_batch are positive")
+            ap.error("--cases takes model:method:seq_len:micro_batch, comma-separated (e.g. qwen2.5-0.5b:full:2048:8); "
+                     f"method is one of {', '.join(METHODS)}; seq_len and micro_batch are positive")
     import torch
     import transformers
 

@@ -1,6 +1,7 @@
 """The dispatch probe's records and what bench/dispatch_terms.py reads off them (bench/results/dispatch-probe-*.json).
 The speed model does not use these values yet: with them its fit moved OVERLAP_P and DeepSpeed's hook constants in a
-way that broke the ZeRO twins' ordering (docs/accuracy.md); until that is explained they are data."""
+way that broke the ZeRO twins' ordering (tests/model/test_accuracy.py, branch dispatch-probe); until that is explained
+they are data."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import dispatch_probe as DP
 from bench import dispatch_terms as D
+from bench import kernel_probe as KP
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +47,7 @@ def test_kernel_line_recovers_known_counts():
                                   "qwen2.5-0.5b:full:0:2"])
 def test_probe_rejects_malformed_cases(tmp_path, text):
     with pytest.raises(ValueError):
-        DP.parse_cases(text)
+        KP.parse_cases(text)
     done = subprocess.run([sys.executable, "-m", "bench.dispatch_probe", "--out", str(tmp_path / "p.json"),
                            "--cases", text], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr and "--cases" in done.stderr
