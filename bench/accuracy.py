@@ -57,7 +57,9 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-02-zero-hooks-2.jsonl", "bench/results/h200-2026-12-02-remeasure-2.jsonl",
            "bench/results/h200-2026-12-02-zero-lora.jsonl", "bench/results/h200-2026-12-02-zero-hooks-3.jsonl",
            "bench/results/h200-2026-12-02-zero-lora-memory.jsonl", "bench/results/h200-2026-12-02-zero-lora-2.jsonl",
-           "bench/results/h200-2026-12-02-kernel-floor.jsonl", "bench/results/h200-2026-12-02-remeasure-3.jsonl")
+           "bench/results/h200-2026-12-02-kernel-floor.jsonl", "bench/results/h200-2026-12-02-remeasure-3.jsonl",
+           "bench/results/h200-2026-12-02-offload-16cpu.jsonl", "bench/results/h200-2026-12-02-offload-8cpu.jsonl",
+           "bench/results/h200-2026-12-02-offload-stages.jsonl", "bench/results/h200-2026-12-02-offload-check.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -190,6 +192,9 @@ class Run:
     their median, step_of_records)."""
     step_files: tuple[str, ...] = ()
     """The results file of each of step_records (a comparison within one machine's round picks its records by file)."""
+    cpu_cores: int | None = None
+    """The host CPUs the run's process could use (record_cpu_cores): DeepSpeed's CPU Adam runs on them, so the run is
+    predicted on a target with this many cores (Target.cpu_cores), as `generate` predicts the host it probes."""
 
     def step_in(self, rel: str) -> float | None:
         """The step time this configuration's record in results file `rel` measured (the last, if several)."""
@@ -202,6 +207,53 @@ class Run:
         """Largest / smallest record's step time - 1: how far measurements of this one configuration lie apart."""
         r = self.step_records
         return max(r) / min(r) - 1 if len(r) > 1 else None
+
+
+MACHINE_CORES = {1: 16, 2: 32}
+"""Host CPUs of the H200 machines the benchmark ran on, by their GPU count: what every record that carries its host
+(bench.host_probe.host_cpus, from 2026-12-01 on) measured there (16 usable CPUs on the 1-GPU machines; 32 on the 2-GPU
+one, bench/host_probe.py). The earlier records name none."""
+
+
+def host_run_name(name: str, cores: int) -> str:
+    """The run of a configuration's records from a host with another CPU count than the one of its first record."""
+    return f"{name}@{cores}cpu"
+
+
+def _by_host(results: tuple[str, ...], root: Path) -> list[dict]:
+    """Every record of the results files, in order, each with its file (`_file`). A ZeRO optimizer-offload row's step
+    depends on the host's CPUs (advisor.model.speed.offload_seconds), so its records from a host with another CPU
+    count than its first measured record's are renamed to their own run (host_run_name): a run pools only records the
+    model predicts alike, and a name keeps its host as records are added. Other rows pool every record, whatever the
+    host."""
+    recs = []
+    for rel in results:
+        for rec in _read_jsonl(root / rel):
+            rec["_file"] = rel
+            recs.append(rec)
+    first_cores: dict[str, int | None] = {}
+    for rec in recs:
+        if (rec.get("row") or {}).get("offload", "none") != "none" and rec.get("status") in ("ok", "oom"):
+            first_cores.setdefault(rec["name"], record_cpu_cores(rec))
+    for rec in recs:
+        want = first_cores.get(rec["name"])
+        cores = record_cpu_cores(rec) if rec["name"] in first_cores else None
+        if want and cores and cores != want:
+            rec["name"] = host_run_name(rec["name"], cores)
+    return recs
+
+
+def record_cpu_cores(rec: dict) -> int | None:
+    """The CPUs a benchmark record's process could use: its own host_cpus, else the host CPU count its env recorded,
+    else the cores of a machine with its GPU count (MACHINE_CORES)."""
+    cpus = (rec.get("host_cpus") or {}).get("usable_cpus")
+    if cpus:
+        return int(cpus)
+    env = rec.get("env") or {}
+    logical = (env.get("host_cpu") or {}).get("logical_cpus")
+    if logical:
+        return int(logical)
+    return MACHINE_CORES.get((env.get("gpu") or {}).get("gpu_count"))
 
 
 def step_of_records(records: list[float]) -> float | None:
@@ -317,17 +369,16 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
     last: dict[str, dict] = {}
     steps: dict[str, list[float]] = {}
     files: dict[str, list[str]] = {}
-    for rel in results:
-        for rec in _read_jsonl(root / rel):
-            rec["_file"] = rel
-            if rec.get("status") in ("ok", "oom") or last.get(rec["name"], {}).get("status") not in ("ok", "oom"):
-                # bench/README.md: the last record of a name counts, and a measured one over one that measured
-                # nothing (a row skipped for a later run's budget keeps its earlier measurement)
-                last[rec["name"]] = rec
-            t = rec.get("timing") or {}
-            if rec.get("status") == "ok" and t.get("median_step_seconds"):
-                steps.setdefault(rec["name"], []).append(float(t["median_step_seconds"]))
-                files.setdefault(rec["name"], []).append(rel)
+    for rec in _by_host(results, root):
+        rel = rec["_file"]
+        if rec.get("status") in ("ok", "oom") or last.get(rec["name"], {}).get("status") not in ("ok", "oom"):
+            # bench/README.md: the last record of a name counts, and a measured one over one that measured
+            # nothing (a row skipped for a later run's budget keeps its earlier measurement)
+            last[rec["name"]] = rec
+        t = rec.get("timing") or {}
+        if rec.get("status") == "ok" and t.get("median_step_seconds"):
+            steps.setdefault(rec["name"], []).append(float(t["median_step_seconds"]))
+            files.setdefault(rec["name"], []).append(rel)
     meta: dict[str, Any] = {"not_measured": [], "versions": {}, "gpu": {}, "budget": None, "steps": None,
                             "warmup": None, "excluded_spot": []}
     for name in sorted(last):
@@ -352,7 +403,7 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
             step_files=tuple(files.get(name, ())) if status == "ok" else (),
             torch_total=mem.get("torch_total_bytes"),
             failed_request=_parse_request(rec.get("error")) if status == "oom" else None,
-            lora_dropout=lora.get("lora_dropout"),
+            lora_dropout=lora.get("lora_dropout"), cpu_cores=record_cpu_cores(rec),
             nvml_overhead=(mem["nvml_used_peak_bytes"] - mem["peak_reserved_bytes"])
             if status == "ok" and mem.get("nvml_used_peak_bytes") else None))
         env = rec.get("env") or {}
@@ -410,7 +461,7 @@ def evaluate(runs: list[Run]) -> list[Evaluated]:
                 model = model.with_(layers=int(k["layers"]))  # a reduced-depth row: predicted at its own depth
             models[key] = model
         plan = plan_from_bench_row(k)
-        target = Target(gpu=gpu, gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+        target = Target(gpu=gpu, gpus_per_node=plan.gpus_per_node, nodes=plan.nodes, cpu_cores=run.cpu_cores)
         with _dropout(run.lora_dropout):
             mem, spd = estimate_plan(model, plan, target)
         out.append(_evaluated(run, model, plan, mem, spd))
@@ -586,7 +637,7 @@ def _prepared(rows: list[Evaluated]) -> list[tuple[Evaluated, Any, Any, Any]]:
         if e.run.status != "ok" or not e.run.step_seconds:
             continue
         plan = plan_from_bench_row(e.run.knobs)
-        target = Target(gpu=gpu, gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+        target = Target(gpu=gpu, gpus_per_node=plan.gpus_per_node, nodes=plan.nodes, cpu_cores=e.run.cpu_cores)
         with _dropout(e.run.lora_dropout):
             from advisor.model.memory import estimate_memory
 
@@ -980,6 +1031,53 @@ def _kernel_section(w, rows: list[Evaluated]) -> None:
         w("")
 
 
+def _offload_section(w, rows: list[Evaluated]) -> None:
+    from bench import offload_terms as OT
+
+    got = OT.offload_rows(_prepared(rows))
+    if not got:
+        return
+    core = S.CPU_ADAM_CORE_NS
+    w("### DeepSpeed's CPU optimizer step, from the offload rows")
+    w("")
+    w("The ZeRO optimizer-offload runs, each predicted on the host CPUs its records name (`record_cpu_cores`; a "
+      "configuration's records from a host with another CPU count are their own run, named `@<CPUs>cpu`). The CPU "
+      "step per fp32 parameter is `CPU_ADAM_SERIAL_NS + CPU_ADAM_CORE_NS / CPUs` "
+      f"({S.CPU_ADAM_SERIAL_NS} + {core} / CPUs ns); the 16-bit weights' copy back to the GPU is its own term, timed "
+      f"apart (`bench/copy_probe.py`: ZeRO-3's blocking copy {S.ZERO3_COPY_BACK_NS} ns per parameter, ZeRO-1/2's "
+      f"pinned one {S.ZERO12_COPY_BACK_NS} ns). Implied: the CPU step per parameter that makes the predicted step "
+      "equal the measured one, the rest predicted by the model's other terms (`python -m bench.offload_terms`).")
+    w("")
+    w("| run | split | ZeRO | host CPUs | measured step | predicted | error | CPU step, predicted | implied ns per "
+      "parameter |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for r in got:
+        ns = f"{r['ns']:.3f}" if r["ns"] else "- (the rest exceeds the step)"
+        w(f"| {r['name']} | {r['split']} | {r['stage']} | {r['cores'] or '-'} | {_secs(r['measured'])} s | "
+          f"{_secs(r['predicted'])} s | {_pct(r['predicted'] / r['measured'] - 1)} | {_secs(r['cpu'])} s | {ns} |")
+    w("")
+    pairs = OT.core_pairs(got)
+    if pairs:
+        w("`CPU_ADAM_CORE_NS`, from the same rows on one host with all its CPUs and then with fewer (taskset), the "
+          "rest of the step the same on both: " + "; ".join(
+              f"{p['base']} {p['step'][0]:.3f} s on {p['cores'][0]} CPUs, {p['step'][1]:.3f} s on {p['cores'][1]} "
+              f"({p['core_ns']:.2f} ns x cores)" for p in pairs) + f"; median {core}.")
+        w("")
+    held = OT.leave_one_host_out(got, core)
+    if held:
+        by_file: dict[str, list[float]] = {}
+        for x in held:
+            by_file.setdefault(x["file"], []).append(x["error"])
+        errs = [abs(x["error"]) for x in held]
+        w("`CPU_ADAM_SERIAL_NS` is the median over the hosts (a results file is one machine in one session) of each "
+          "host's median serial part; the CPU step follows the host, so the term is held out by host: each host's "
+          "records predicted with the term derived from the other hosts. "
+          + "; ".join(f"`{rel}`: {', '.join(_pct(e) for e in es)}" for rel, es in sorted(by_file.items()))
+          + f". Over the {len(errs)} records: median \\|error\\| {_pct(_median(errs), False)}, worst "
+          f"{_pct(max(errs), False)}.")
+        w("")
+
+
 def _plan_quality_section(w) -> None:
     from bench import plan_quality as PQ
 
@@ -1308,9 +1406,17 @@ run: holdout by design, chosen to take the ZeRO-3 + offload rows apart before th
 ZERO3_DECOMPOSITION = (("smollm2-360m", "sft-sm360m-full-bf16-single-ckpt-s2048-b8", "sft-sm360m-full-bf16-z3-ckpt-s2048-b8",
                         "sft-sm360m-full-bf16-z3off-ckpt-s2048-b8"),
                        ("qwen2.5-1.5b", "sft-q1.5b-full-bf16-single-ckpt-s2048-b4", "sft-q1.5b-full-bf16-z3-ckpt-s2048-b4",
-                        "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4"))
+                        "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4@16cpu"))
 """One configuration on one GPU without DeepSpeed, with ZeRO-3, and with ZeRO-3 + optimizer offload: what each layer
-of DeepSpeed adds to the step, from the records of one machine in one evening (ZERO3_ROUND)."""
+of DeepSpeed adds to the step, from the records of one machine in one evening (ZERO3_ROUND). The Qwen2.5-1.5B offload
+configuration was first measured on the 32-CPU machine, so its 16-CPU records are the run host_run_name names."""
+OFFLOAD_CHECK = ("bench/rows/offload-cores-2026-12-02.json", "bench/rows/offload-stages-2026-12-02.json",
+                 "bench/rows/offload-check-2026-12-02.json")
+"""The ZeRO optimizer-offload rows of 2026-12-02, written down before they ran (holdout by design): the same rows with
+all of one host's CPUs and with half (taskset), ZeRO-2 twins of the ZeRO-3 rows, and a last check of gradient
+accumulation, a 0.5B ZeRO-2 row and the 3.8B Phi-3-mini, its predictions noted before it ran."""
+OFFLOAD_HOST_1202 = "bench/results/h200-2026-12-02-offload-16cpu.jsonl"
+"""The first offload file of 2026-12-02 (bench/rows/offload-cores-2026-12-02.json, 16 CPUs, then 8)."""
 ZERO3_ROUND = ("bench/results/h200-2026-12-01-z3-decompose.jsonl", "bench/results/h200-2026-12-01-z3off-again.jsonl")
 """The decomposition's records: the plain and ZeRO-3 rows' (first file) and the offload rows' (second), one machine,
 one evening; the configurations' other records are other machines'."""
@@ -1337,9 +1443,9 @@ def _zero3_decomposition(rows: list[Evaluated]) -> str:
             f"models while their parameter tensors differ by {_pct(tensors[1] / tensors[0] - 1)} ({tensors[0]} and "
             f"{tensors[1]}) and their parameter-holding modules by {_pct(modules[1] / modules[0] - 1)} ({modules[0]} "
             f"and {modules[1]}), the unit ZeRO-3's fetch hooks run per (DS_FETCH_SECONDS). The offload rows' CPU Adam "
-            "follows the host's cores (16 on these 1-GPU machines, 32 on the 2-GPU one of 2026-11-29; the "
-            "evaluation's targets name none, so the model assumes 32), and the records now carry the cores each row "
-            "could use (host_cpus).")
+            "follows the host's cores (16 on these 1-GPU machines, 32 on the 2-GPU one of 2026-11-29): each row is "
+            "predicted on the CPUs its record says it could use (record_cpu_cores), and CPU Adam's rate per core "
+            "comes from the offload rows (below).")
 
 
 ZERO_HOOKS_CHECK = ("bench/rows/zero-hooks-2026-12-02.json", "bench/rows/zero-lora-2026-12-02.json",
@@ -1457,6 +1563,21 @@ def _err_of(rows: list[Evaluated], name: str) -> str:
         if e.run.name == name and e.err_step is not None:
             return _pct(e.err_step)
     return "n/a"
+
+
+def _step_in_file(rows: list[Evaluated], name: str, rel: str) -> float | None:
+    """The step time run `name`'s record from results file `rel` measured (None without one)."""
+    for e in rows:
+        if e.run.name == name:
+            return e.run.step_in(rel)
+    return None
+
+
+def _err_alloc_of(rows: list[Evaluated], name: str) -> float | None:
+    for e in rows:
+        if e.run.name == name and e.run.status == "ok":
+            return e.err_allocated
+    return None
 
 
 def _generation_terms_text(rows: list[Evaluated], verify: list[Evaluated]) -> str:
@@ -1672,6 +1793,7 @@ def render_markdown(report: Report) -> str:
       + ".")
     w("")
     _kernel_section(w, rows)
+    _offload_section(w, rows)
     ctx = [e.run.nvml_overhead for e in rows if e.run.nvml_overhead is not None and e.run.split == "fit"]
     if ctx:
         w(f"`CUDA_CONTEXT_BYTES` evidence: NVML used - max_memory_reserved over the {len(ctx)} fit benchmark rows: "
@@ -1723,6 +1845,19 @@ def render_markdown(report: Report) -> str:
     lora_z3 = _zero3_lora_memory(rows)
     if lora_z3:
         w(lora_z3)
+    w("- Optimizer offload follows the host: the same ZeRO-3 offload row took "
+      f"{_secs(_step_in_file(rows, 'sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4@16cpu', ZERO3_ROUND[1]))} s on the "
+      "16-CPU host of 2026-12-01 and "
+      f"{_secs(_step_in_file(rows, 'sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4@16cpu', OFFLOAD_HOST_1202))} s on "
+      "that of 2026-12-02, and the model cannot see the difference (one CPU-step rate per host CPU count; its held-"
+      "out-host errors are in the offload section above). ZeRO-2 offload's peak allocated is under-predicted on "
+      f"Llama-3.2-1B ({_pct(_err_alloc_of(rows, 'sft-l1b-full-bf16-z2off-ckpt-s2048-b8'))}): its staging buffer "
+      "explains the other models' gap, not this one's. Gemma-3-1B's ZeRO-3 offload step "
+      f"({_err_of(rows, 'sft-g3-1b-full-bf16-z3off-ckpt-s2048-b4')} on 16 CPUs) is over-predicted by its ZeRO-3 "
+      "hooks, not its CPU step: the model's other terms alone exceed the measured step. The largest offload row, "
+      "Phi-3-mini (3.8B parameters, about 61 GB of pinned fp32 state on a host of 125 GB), ran slower than "
+      f"predicted ({_err_of(rows, 'sft-phi3mini-full-bf16-z3off-nockpt-s1024-b4')}); whether the CPU step per "
+      "parameter grows with the state's size, or that host was slow, one row cannot tell.")
     _generation_gap(w, rows, report.verify_rows)
     w("- Peak reserved of ZeRO runs is under-predicted by 10-25 % on small models: the step's flat fp32/16-bit "
       "buffers come from new allocator segments, not from the activations' freed blocks. The allocator frees its "

@@ -28,11 +28,23 @@ def zero_bucket_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """DeepSpeed reduce buckets with the HF integration's "auto" reduce_bucket_size = hidden^2 elements (api-facts.md
     3.5): ZeRO-1/2 keep one 16-bit ipg buffer (two with overlap_comm, default off below stage 3; stage_1_and_2.py);
     ZeRO-3 keeps one ipg bucket per communication dtype plus the reduce-scatter staging buffer of one bucket
-    (stage3.py ipg_buckets, _reduce_scatter). ZeRO-0 (BF16_Optimizer) has none."""
+    (stage3.py ipg_buckets, _reduce_scatter). ZeRO-0 (BF16_Optimizer) has none.
+    ZeRO-1/2 with the optimizer offloaded also keep a GPU staging buffer of the largest parameter's size, in the
+    16-bit dtype, for the gradients on their way to the host (stage_1_and_2.py temp_grad_buffer_for_gpu_offload,
+    allocated at init): measured, the ZeRO-2 offload rows of bench/rows/offload-stages-2026-12-02.json were
+    under-predicted by about this buffer (Qwen2.5-1.5B 0.40 GiB against a 0.43 GiB buffer, Qwen3-1.7B 0.53 against
+    0.58, SmolLM2-1.7B 0.33 against 0.19) while their ZeRO-3 twins matched. With gradient accumulation the boundary
+    micro-batch reloads each parameter's host-accumulated gradient through that buffer and clones it
+    (_restore_cpu_offload_grad_to_gpu: `restored = dest_buffer.view_as(param).clone()`), one more of the largest
+    parameter's size: Llama-3.2-1B's ZeRO-2 offload row took 0.47 GiB more at grad_accum 4 than at 1, its 128256 x 2048
+    embedding is 0.49 GiB in bf16 (bench/rows/offload-check-2026-12-02.json)."""
     if plan.backend != "deepspeed" or plan.zero_stage == 0:
         return 0
     bucket = d.h * d.h * pr.work
-    return 2 * bucket if plan.zero_stage == 3 else bucket
+    if plan.zero_stage == 3:
+        return 2 * bucket
+    staging = d.largest_module * pr.work * (2 if plan.grad_accum > 1 else 1) if plan.offload != "none" else 0
+    return bucket + staging
 
 
 def fsdp_accumulated_grad_bytes(d: Dims, plan: Plan, pr: Precision) -> int:

@@ -56,16 +56,11 @@ DECODE_KERNELS_PER_STEP = 40
 """Per decode step outside the layers: embedding, final norm, LM head, logits processors, sampling, stopping checks."""
 HEAD_KERNELS_PER_TILE = 4
 """Fused LM head: GEMM + fold kernel per CHUNK_TOKENS x CHUNK_VOCAB tile forward; GEMM, fold, 2 addmm backward."""
-CPU_ADAM_BYTES_PER_PARAM = 30
-"""DeepSpeedCPUAdam per fp32 parameter: reads master, grad, exp_avg, exp_avg_sq (16 B), writes master, exp_avg,
-exp_avg_sq (12 B) and the 16-bit copy sent back (2 B)."""
 TORCH_CPU_ADAM_SLOWDOWN = 6.0
 """torch's own CPU AdamW (FSDP2 CPUOffloadPolicy) vs DeepSpeedCPUAdam: the ZeRO-Offload paper (arXiv:2101.06840,
 section 5.1) reports CPU-Adam up to 6x faster than PyTorch's CPU Adam."""
 DEFAULT_CPU_CORES = 32
 """Host cores assumed when the target does not say (catalogue targets)."""
-DS_CPUADAM_CORES = 0.8
-"""DeepSpeed offload_optimizer.cpuadam_cores_perc default: CPU Adam uses 80% of the cores."""
 ELEMENTWISE_BWD_FACTOR = 2.0
 """HBM bytes of an elementwise op's backward per byte of its forward: it reads the saved input(s) and the incoming
 gradient and writes the input gradient (RMSNorm's backward also reduces over the row)."""
@@ -192,8 +187,37 @@ tensors) and 0.90 s to Qwen2.5-1.5B (255 modules, 338 tensors), following module
 DS_GRAD_HOOK_SECONDS on the fit rows: 7.5e-4 per module-pass. Refitted (7.5e-4 before) on the fit rows once the GPU's
 rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms,
 and forward and backward overlapped apart."""
-CPU_ADAM_GBPS_PER_CORE = 2.0
-"""Host memory bandwidth DeepSpeedCPUAdam gets per core (AVX-512 loops), GB/s."""
+CPU_ADAM_CORE_NS = 3.357
+"""DeepSpeed's CPU optimizer step per fp32 parameter of the local partition, the part its cores share, ns x cores:
+DeepSpeedCPUAdam's OpenMP loop over master, grad and both moments, and the unscale (grad.mul_) before it, both run on
+every CPU the process may use. Measured apart by halving the CPUs of one host (taskset, 16 -> 8): the same ZeRO
+offload rows in the same hour took 0.21-0.30 ns per parameter more on 8 CPUs; the median of the pairs' ns x cores,
+3.28-4.80 (bench/offload_terms.py core_term; Gemma-3-1B's pair is left out: the model's other terms already exceed
+its measured 16-CPU step)."""
+CPU_ADAM_SERIAL_NS = 0.356
+"""The part that more CPUs do not shorten, ns per fp32 parameter (host memory bandwidth, the single-threaded work
+around each sub-group's step): each offload record's implied CPU step per parameter less CPU_ADAM_CORE_NS / its CPUs,
+the median per host, then over the seven hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
+medians run from 0.17 to 0.55 ns, three times apart on machines of one kind, and each host's records predicted from
+the other hosts' terms are off by 18 % (median) and 45 % (worst) (leave one host out, docs/accuracy.md). With 16
+CPUs the two terms give 0.57 ns per parameter."""
+ZERO3_COPY_BACK_NS = 0.396
+"""ZeRO-3 optimizer offload, the updated weights back to the GPU, ns per parameter of the partition: stage3.py
+_reassign_or_swap_out_partitioned_parameters runs `fp16_flat.data.copy_(fp32_flat.data)`, a blocking host fp32 ->
+GPU 16-bit copy, which torch converts on the CPU into a new pageable tensor and then copies (aten Copy.cu
+copy_kernel_cuda). Timed apart on the H200 host (bench/copy_probe.py, bench/results/copy-probe-h200-2026-12-02-16cpu
+.json: 0.396 ns per element with 16 CPUs, 0.447 with 8)."""
+ZERO12_COPY_BACK_NS = 0.110
+"""The same for ZeRO-1/2 offload (stage_1_and_2.py step): the conversion into a pinned 16-bit buffer, then a
+non_blocking copy; 0.110 ns per element on the same host (0.126 with 8 CPUs). Four times cheaper than ZeRO-3's copy:
+before these two terms (a 4 B/param copy at the PCIe rate for both stages), ZeRO-3 offload rows implied 0.30 ns per
+parameter more CPU step than their ZeRO-2 twins on one host, the difference of the two copies (0.29 ns). Both were
+timed on a PCIe 5 host; a slower link makes the GPU copy's part slower (0.036 of ZeRO-2's 0.110 ns, 0.094 of
+ZeRO-3's 0.396 ns), which the model does not scale."""
+HOST_CONVERT_NS = 0.074
+"""fp32 -> 16-bit conversion into a pinned host tensor, ns per element (the same probe: 0.074 with 16 CPUs, 0.093 with
+8): ZeRO-3's copy back when offload "all" keeps the 16-bit partition on the host (stage3.py keeps
+fp16_partitioned_groups_flat in pinned memory with offload_param), its GPU fetch counted per pass instead."""
 HOST_MEMORY_BW_GBPS = 150.0
 """Cap on a node's usable host memory bandwidth (two-socket DDR5 servers: ~300 GB/s peak, ~50% sustained)."""
 NVME_GBPS = 6.0
@@ -270,6 +294,11 @@ class SpeedEstimate:
 # ---------------------------------------------------------------------------------------------------------------------
 # Rates
 # ---------------------------------------------------------------------------------------------------------------------
+def cpu_optimizer_seconds_per_param(cores: int) -> float:
+    """DeepSpeed's CPU optimizer step per fp32 parameter of a partition on a host with `cores` usable CPUs."""
+    return (CPU_ADAM_SERIAL_NS + CPU_ADAM_CORE_NS / max(1, cores)) * 1e-9
+
+
 def peak_flops(plan: Plan, target: Target) -> float:
     """Dense tensor-core peak for the compute dtype (bf16/fp16 for 16-bit and mixed precision; fp32 without TF32,
     PyTorch's default for matmuls)."""
@@ -700,8 +729,9 @@ def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
 
     DeepSpeed optimizer offload: fp32 grads of the local partition go to pinned host memory (every micro-batch from
     ZeRO-2 on, overlapping the backward), updated params come back after the CPU step (exposed); offload "all" also
-    fetches the 16-bit param partition for every forward / backward pass. DeepSpeedCPUAdam streams CPU_ADAM_BYTES_PER_PARAM
-    per param through host memory, shared by the node's ranks; NVMe adds reading and writing the 16 B/param states.
+    fetches the 16-bit param partition for every forward / backward pass. DeepSpeed's CPU step takes
+    cpu_optimizer_seconds_per_param on the host's usable CPUs (Target.cpu_cores), whose cores and memory the node's
+    ranks share; NVMe adds reading and writing the 16 B/param states.
     FSDP2 CPU offload moves params in and grads out every pass and steps with torch's slower CPU AdamW."""
     if plan.offload == "none":
         return 0.0, 0.0
@@ -711,24 +741,28 @@ def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
     ptr = MS.trainable_params(d, plan)
     adapter = plan.method != "full"
     procs = MCAP.processes_per_node(plan)
-    cores = (target.cpu_cores or DEFAULT_CPU_CORES)
-    host_bw = min(HOST_MEMORY_BW_GBPS, CPU_ADAM_GBPS_PER_CORE * cores * DS_CPUADAM_CORES) * GB
+    per_param = cpu_optimizer_seconds_per_param(target.cpu_cores or DEFAULT_CPU_CORES)
     passes = 3 if plan.grad_ckpt else 2
     if plan.backend == "fsdp2":
         w = pr.compute
         all_params = (MS.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
         move = ga * (passes * all_params / n + ptr * FP32 / n) / pcie
         xfer = exposed(move, ga * micro["gpu"])
-        cpu = procs * ptr / n * CPU_ADAM_BYTES_PER_PARAM * TORCH_CPU_ADAM_SLOWDOWN / host_bw
+        cpu = procs * ptr / n * per_param * TORCH_CPU_ADAM_SLOWDOWN
         return xfer, cpu
     local = ptr / (n if plan.zero_stage >= 1 else 1)
     grads_out = local * FP32 * (ga if plan.zero_stage >= 2 else 1) / pcie
-    params_in = local * FP32 / pcie
+    if plan.zero_stage == 3:
+        # offload "all" keeps the 16-bit partition in pinned host memory: the copy back is the CPU conversion alone
+        copy_ns = HOST_CONVERT_NS if plan.offload == "all" else ZERO3_COPY_BACK_NS
+    else:
+        copy_ns = ZERO12_COPY_BACK_NS
+    params_in = local * copy_ns * 1e-9
     xfer = exposed(grads_out, ga * micro["backward"]) + params_in
     if plan.offload == "all" and plan.zero_stage == 3:
         all_params = (MS.frozen_base_bytes(d, plan, pr.work) + ptr * pr.work) if adapter else d.P * pr.work
         xfer += ga * exposed(passes * all_params / n / pcie, micro["gpu"])
-    cpu = procs * local * CPU_ADAM_BYTES_PER_PARAM / host_bw
+    cpu = procs * local * per_param
     if plan.offload_device == "nvme":
         cpu += procs * local * 16 * 2 / (NVME_GBPS * GB)
     return xfer, cpu

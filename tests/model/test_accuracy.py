@@ -46,10 +46,12 @@ def test_every_measured_row_is_in_the_report(report):
     # taken apart), and the ZeRO twins of 2026-12-02 (bench/rows/zero-hooks-2026-12-02.json: 21 rows, one of them
     # measured before; bench/rows/zero-lora-2026-12-02.json and zero-lora-memory-2026-12-02.json: 6 each), and the
     # eight GPU-bound rows of other families of bench/rows/kernel-floor-2026-12-02.json (holdout, measured before the
-    # GPU rates were measured by kernel). The re-measurements add records, not rows.
+    # GPU rates were measured by kernel), and the offload rows of 2026-12-02 (bench/rows/offload-*-2026-12-02.json: 11
+    # new configurations, and 6 runs of other hosts' records: four with 8 CPUs, two configurations first measured on
+    # the 32-CPU machine whose 16-CPU records are their own run). The re-measurements add records, not rows.
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
-    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8
+    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
@@ -94,9 +96,17 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     later = json.loads((REPO / A.KERNEL_FLOOR_CHECK).read_text())
     assert {r["split"] for r in later} == {"holdout"} and not {r["name"] for r in later} & set(splits)
     splits.update({r["name"]: r["split"] for r in later})
+    # and the offload rows of 2026-12-02, written down before they ran; the three configurations measured before keep
+    # their matrix split (holdout)
+    offload = [r for rel in A.OFFLOAD_CHECK for r in json.loads((REPO / rel).read_text())]
+    assert {r["split"] for r in offload} == {"holdout"}
+    for r in offload:
+        assert r["split"] == splits.get(r["name"], "holdout"), r["name"]
+    splits.update({r["name"]: r["split"] for r in offload})
     for e in report.rows:
         if e.run.source == "bench":
-            assert splits[e.run.name] == e.run.split, e.run.name
+            # a configuration's records from another host are their own run, in the configuration's split
+            assert splits[e.run.name.split("@", 1)[0]] == e.run.split, e.run.name
     assert {e.run.split for e in report.rows if e.run.source == "bench"} == {"fit", "holdout"}
 
 
