@@ -661,6 +661,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     else:
         raise ValueError(f"unknown trainer {row['trainer']!r}")
     del model, ref_model
+    _time_phases(trainer, callback)
     timing["trainer_init_seconds"] = round(time.monotonic() - t_init, 3)
     res["resolved"]["trainer_class"] = type(trainer).__name__
     res["resolved"]["config_class"] = type(args).__name__
@@ -736,6 +737,39 @@ def _record_data(row: dict, trainer, tok, res: dict) -> None:
         data["error"] = f"{type(exc).__name__}: {exc}"
 
 
+def _time_phases(trainer, callback) -> None:
+    """Host time of each micro-batch's compute_loss (the forward, up to and including TRL's metric .item() syncs) and
+    accelerator.backward call (the backward's dispatch: it returns once the host has queued the kernels), by perf_counter
+    around the calls, no synchronisation added: the step's timing is what it was. The callback folds them into
+    timing["phases"] per step (_fold_phases). A step the host sets shows backward host time close to the step less the
+    forward; one the GPU sets shows the step's end waiting on the GPU (wait_after_backward)."""
+    events = callback.phase_events
+
+    def timed(fn, kind):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                events.append((kind, t0, time.perf_counter()))
+        return wrapper
+
+    trainer.compute_loss = timed(trainer.compute_loss, "forward")
+    trainer.accelerator.backward = timed(trainer.accelerator.backward, "backward")
+
+
+def _fold_phases(events: list[tuple[str, float, float]], t_begin: float, t_end: float) -> dict[str, float]:
+    """One step's phases from its (kind, start, end) events: summed host seconds of the forwards and of the backward
+    calls, the micro-batches counted, and the time from the last backward's return to the synchronised step end (the
+    optimizer step, clipping and the GPU's queue draining)."""
+    fwd = sum(b - a for k, a, b in events if k == "forward")
+    bwd = sum(b - a for k, a, b in events if k == "backward")
+    last = max((b for k, _, b in events if k == "backward"), default=t_begin)
+    return {"forward_host_s": round(fwd, 6), "backward_host_s": round(bwd, 6),
+            "micro_batches": sum(1 for k, _, _ in events if k == "backward"),
+            "wait_after_backward_s": round(t_end - last, 6), "step_s": round(t_end - t_begin, 6)}
+
+
 def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int):
     """Per-step wall time (synchronised at both ends) and peak memory per phase and per optimizer step.
 
@@ -749,6 +783,10 @@ def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int):
     timing.setdefault("iter_seconds", [])
 
     class BenchCallback(base):
+        def __init__(self):
+            super().__init__()
+            self.phase_events: list[tuple[str, float, float]] = []  # filled by _time_phases' wrappers
+
         def on_train_begin(self, args, state, control, **kwargs):
             if cuda:
                 torch.cuda.synchronize()
@@ -765,6 +803,7 @@ def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int):
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
+            self.phase_events.clear()
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
@@ -772,6 +811,7 @@ def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int):
                 torch.cuda.synchronize()
             t1 = time.perf_counter()
             timing["step_seconds"].append(t1 - self.t0)
+            timing.setdefault("phases", []).append(_fold_phases(self.phase_events, self.t0, t1))
             timing["iter_seconds"].append(t1 - self.t_last)  # includes data fetch and logging of the last step
             self.t_last = t1
             if cuda:

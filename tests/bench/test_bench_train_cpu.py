@@ -66,6 +66,14 @@ def test_every_tiny_row_trains(records):
         assert r["loss"]["finite"] and r["loss"]["values"], name
         assert len(r["timing"]["step_seconds"]) == 1 + r["timing"]["measured_steps"]
         assert r["timing"]["median_step_seconds"] > 0
+        # each step's host phases (bench.worker._time_phases): every micro-batch's forward and backward timed,
+        # inside the step
+        phases = r["timing"]["phases"]
+        assert len(phases) == len(r["timing"]["step_seconds"])
+        for p, step in zip(phases, r["timing"]["step_seconds"], strict=True):
+            assert p["micro_batches"] == r["row"]["grad_accum"], (name, p)
+            assert 0 < p["backward_host_s"] and 0 < p["forward_host_s"]
+            assert p["forward_host_s"] + p["backward_host_s"] + p["wait_after_backward_s"] <= step * 1.001 + 1e-4
         assert r["data"]["sample_tokens"] == 64, (name, r["data"])
         assert r["memory"] == {} or r["memory"].get("peak_allocated_bytes") is None  # CPU: no memory fields
         assert r["model"]["params"] == r["model"]["params_expected"] or r["row"]["method"] == "lora"
