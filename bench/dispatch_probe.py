@@ -153,17 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.one_case:
         return KP.one_case(measure, a.one_case)
-    if not a.out:
-        ap.error("--out is required")
-    if os.path.exists(a.out):
-        ap.error(f"{a.out} exists; choose a new file")
-    cases = CASES
-    if a.cases:
-        try:
-            cases = KP.parse_cases(a.cases)
-        except ValueError:
-            ap.error(f"--cases takes model:method:seq_len:micro_batch, comma-separated, method one of "
-                     f"{', '.join(KP.METHODS)} (e.g. qwen2.5-0.5b:full:1024:2)")
+    cases = KP.checked_cases(ap, a, CASES, "qwen2.5-0.5b:full:1024:2")
     import torch
     import transformers
 

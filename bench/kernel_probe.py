@@ -318,6 +318,22 @@ def parse_cases(text: str) -> tuple[tuple[str, str, int, int], ...]:
     return cases
 
 
+def checked_cases(ap: argparse.ArgumentParser, a: argparse.Namespace, default, example: str):
+    """A probe's --out (required, must not exist) and --cases (parse_cases, else `default`), checked before any
+    import of torch: a usage error exits 2 with one line, writing nothing."""
+    if not a.out:
+        ap.error("--out is required")
+    if os.path.exists(a.out):
+        ap.error(f"{a.out} exists; choose a new file")
+    if not a.cases:
+        return default
+    try:
+        return parse_cases(a.cases)
+    except ValueError:
+        ap.error(f"--cases takes model:method:seq_len:micro_batch, comma-separated (e.g. {example}); method is one of "
+                 f"{', '.join(METHODS)}; seq_len and micro_batch are positive")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.kernel_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="JSON file to write (must not exist); required")
@@ -328,17 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.one_case:
         return one_case(micro_batch, a.one_case)
-    if not a.out:
-        ap.error("--out is required")
-    if os.path.exists(a.out):
-        ap.error(f"{a.out} exists; choose a new file")
-    cases = CASES
-    if a.cases:
-        try:
-            cases = parse_cases(a.cases)
-        except ValueError:
-            ap.error("--cases takes model:method:seq_len:micro_batch, comma-separated (e.g. qwen2.5-0.5b:full:2048:8); "
-                     f"method is one of {', '.join(METHODS)}; seq_len and micro_batch are positive")
+    cases = checked_cases(ap, a, CASES, "qwen2.5-0.5b:full:2048:8")
     import torch
     import transformers
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from bench import dispatch_terms as D
-from bench import kernel_probe as KP
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,26 +40,6 @@ def test_kernel_line_recovers_known_counts():
 
     got = D.kernel_counts([case(24), case(28), case(36)])
     assert (got["KERNELS_FWD_PER_LAYER"], got["KERNELS_BWD_PER_LAYER"], got["MICRO_BATCH_KERNELS"]) == (40, 88, (95, 75))
-
-
-@pytest.mark.parametrize("text", ["a:b:1", "qwen2.5-0.5b:full:x:8", "qwen2.5-0.5b:sideways:1024:2",
-                                  "qwen2.5-0.5b:full:0:2"])
-def test_probe_rejects_malformed_cases(tmp_path, text):
-    with pytest.raises(ValueError):
-        KP.parse_cases(text)
-    done = subprocess.run([sys.executable, "-m", "bench.dispatch_probe", "--out", str(tmp_path / "p.json"),
-                           "--cases", text], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert done.returncode == 2 and "Traceback" not in done.stderr and "--cases" in done.stderr
-    assert not (tmp_path / "p.json").exists()
-
-
-def test_probe_refuses_an_existing_output(tmp_path):
-    out = tmp_path / "p.json"
-    out.write_text("keep")
-    done = subprocess.run([sys.executable, "-m", "bench.dispatch_probe", "--out", str(out)], capture_output=True,
-                          text=True, cwd=REPO, timeout=120)
-    assert done.returncode == 2 and "exists" in done.stderr
-    assert out.read_text() == "keep"
 
 
 def test_terms_cli_takes_no_arguments():

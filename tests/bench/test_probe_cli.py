@@ -1,0 +1,58 @@
+"""The GPU probes' command lines (bench/kernel_probe.py, dispatch_probe.py, copy_probe.py): a usage error exits 2 with
+one line and no traceback, before torch is imported, and an existing output file is never replaced."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import kernel_probe as KP
+
+REPO = Path(__file__).resolve().parents[2]
+CASE_PROBES = ("bench.kernel_probe", "bench.dispatch_probe")
+PROBES = CASE_PROBES + ("bench.copy_probe",)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+@pytest.mark.parametrize("probe", CASE_PROBES)
+@pytest.mark.parametrize("text", ["a:b:1", "qwen2.5-0.5b:full:x:8", "qwen2.5-0.5b:sideways:1024:2",
+                                  "qwen2.5-0.5b:full:0:2"])
+def test_malformed_cases_exit_2(tmp_path, probe, text):
+    with pytest.raises(ValueError):
+        KP.parse_cases(text)
+    done = _run(probe, "--out", str(tmp_path / "p.json"), "--cases", text)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "--cases" in done.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_an_existing_output_is_refused(tmp_path, probe):
+    out = tmp_path / "p.json"
+    out.write_text("keep")
+    done = _run(probe, "--out", str(out))
+    assert done.returncode == 2 and "exists" in done.stderr and "Traceback" not in done.stderr
+    assert out.read_text() == "keep"
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_out_is_required(probe):
+    done = _run(probe)
+    assert done.returncode == 2 and "--out" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_copy_probe_refuses_a_partition_too_small_to_time(tmp_path):
+    done = _run("bench.copy_probe", "--out", str(tmp_path / "c.json"), "--elements", "10")
+    assert done.returncode == 2 and "--elements" in done.stderr
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_offload_terms_takes_no_arguments():
+    done = _run("bench.offload_terms", "--bogus")
+    assert done.returncode == 2 and "usage" in done.stderr and "Traceback" not in done.stderr
