@@ -73,4 +73,28 @@ def host_cpus(torch) -> dict[str, int | str | None]:
     except (AttributeError, OSError):  # not on Linux
         usable = os.cpu_count()
     return {"logical_cpus": os.cpu_count(), "usable_cpus": usable, "torch_threads": torch.get_num_threads(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **cpu_model()}
+
+
+def cpu_model(path: str = "/proc/cpuinfo") -> dict[str, str | float | None]:
+    """The host CPU's model name and its first core's clock (MHz) as the kernel reports them, None where unreadable
+    (not Linux): the dispatch-bound steps and DeepSpeed's CPU optimizer step vary up to threefold between H200 hosts
+    of one kind (docs/accuracy.md), and recording the CPU lets later records be grouped by it."""
+    name = mhz = None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "model name" and name is None:
+                    name = value[:200]
+                elif key == "cpu MHz" and mhz is None:
+                    try:
+                        mhz = float(value)
+                    except ValueError:
+                        pass
+                if name is not None and mhz is not None:
+                    break
+    except OSError:
+        pass
+    return {"cpu_model": name, "cpu_mhz": mhz}

@@ -187,15 +187,16 @@ def build(torch, model_id: str, method: str, seq: int, mb: int, ckpt: bool = Fal
     checkpoint function's keyword arguments, and holds the model and set_batch(rows, tokens), a new batch."""
     from transformers import AutoModelForCausalLM
 
-    from bench.models import arch_dict, hf_config, resolve
+    from bench.models import arch_dict, hf_config
     from bench.worker import special_ids
 
-    arch = arch_dict(resolve(model_id))
+    spec = case_spec(model_id)
+    arch = arch_dict(spec)
     ids = special_ids(arch["vocab"])
     torch.manual_seed(0)
     with torch.device(DEVICE):
         model = AutoModelForCausalLM.from_config(hf_config(arch, special_ids=ids), dtype=torch.bfloat16,
-                                                 attn_implementation="sdpa")
+                                                 attn_implementation=case_attention(spec))
     liger = method.endswith("-liger")
     if liger:
         # TRL 1.16 SFTTrainer with use_liger_kernel: the layer kernels only, Liger's fused linear cross-entropy
@@ -235,6 +236,21 @@ def build(torch, model_id: str, method: str, seq: int, mb: int, ckpt: bool = Fal
 
     meta.update(model=model, set_batch=set_batch)
     return loss_of, step, meta
+
+
+def case_spec(model_id: str):
+    """A case's architecture: a catalogue id, or `ID@L<n>` for the same model cut to n decoder layers (an MoE model
+    whose full depth does not fit one GPU, as the benchmark's `layers` rows build it: bench.models.row_spec)."""
+    from bench.models import row_spec
+
+    name, _, depth = model_id.partition("@L")
+    return row_spec({"model": name, "layers": int(depth)} if depth else {"model": name})
+
+
+def case_attention(spec) -> str:
+    """SDPA, except eager for Gemma-2: its soft-capped attention has no SDPA path, and the benchmark and the advisor
+    train it eager where flash-attn is not installed (bench.worker, advisor/resolve/attention.py)."""
+    return "eager" if spec.model_type == "gemma2" else "sdpa"
 
 
 def enable_checkpointing(model) -> dict[str, str]:
@@ -311,10 +327,15 @@ def one_case(measure, spec: str) -> int:
 
 
 def parse_cases(text: str) -> tuple[tuple[str, str, int, int], ...]:
-    """model:method:seq_len:micro_batch, comma-separated; ValueError on anything else."""
+    """model:method:seq_len:micro_batch, comma-separated (model may be ID@L<n>: case_spec); ValueError on anything
+    else."""
     cases = tuple((m, meth, int(s), int(b)) for m, meth, s, b in (c.split(":") for c in text.split(",")))
     if any(meth not in METHODS for _, meth, _, _ in cases) or min(min(s, b) for _, _, s, b in cases) < 1:
         raise ValueError(text)
+    for m, *_ in cases:
+        depth = m.partition("@L")[2]
+        if depth and not (depth.isdigit() and int(depth) >= 1):
+            raise ValueError(text)
     return cases
 
 

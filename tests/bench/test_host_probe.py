@@ -30,9 +30,19 @@ def test_the_worker_records_the_host_before_and_after_the_steps():
 def test_the_cpus_a_row_could_use_are_recorded():
     torch = pytest.importorskip("torch")
     cpus = HP.host_cpus(torch)
-    assert set(cpus) == {"logical_cpus", "usable_cpus", "torch_threads", "omp_num_threads"}
+    assert set(cpus) == {"logical_cpus", "usable_cpus", "torch_threads", "omp_num_threads", "cpu_model", "cpu_mhz"}
     assert 1 <= cpus["usable_cpus"] <= cpus["logical_cpus"] and cpus["torch_threads"] >= 1
     import inspect
 
     from bench import worker as W
     assert 'res["host_cpus"] = host_cpus(torch)' in inspect.getsource(W._run)
+
+
+def test_the_cpu_model_is_read_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\ncpu MHz\t\t: 2000.000\n\n"
+                    "processor\t: 1\nmodel name\t: other\ncpu MHz\t\t: 3800.5\n")
+    assert HP.cpu_model(str(info)) == {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_mhz": 2000.0}
+    info.write_text("processor\t: 0\ncpu MHz\t\t: fast\n")
+    assert HP.cpu_model(str(info)) == {"cpu_model": None, "cpu_mhz": None}
+    assert HP.cpu_model(str(tmp_path / "missing")) == {"cpu_model": None, "cpu_mhz": None}

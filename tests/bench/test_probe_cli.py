@@ -12,7 +12,7 @@ import pytest
 from bench import kernel_probe as KP
 
 REPO = Path(__file__).resolve().parents[2]
-CASE_PROBES = ("bench.kernel_probe", "bench.dispatch_probe")
+CASE_PROBES = ("bench.kernel_probe", "bench.dispatch_probe", "bench.optimizer_probe")
 PROBES = CASE_PROBES + ("bench.copy_probe",)
 
 
@@ -22,7 +22,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("probe", CASE_PROBES)
 @pytest.mark.parametrize("text", ["a:b:1", "qwen2.5-0.5b:full:x:8", "qwen2.5-0.5b:sideways:1024:2",
-                                  "qwen2.5-0.5b:full:0:2"])
+                                  "qwen2.5-0.5b:full:0:2", "qwen3-30b-a3b@Lx:full:1024:2",
+                                  "qwen3-30b-a3b@L0:full:1024:2"])
 def test_malformed_cases_exit_2(tmp_path, probe, text):
     with pytest.raises(ValueError):
         KP.parse_cases(text)
@@ -56,3 +57,14 @@ def test_copy_probe_refuses_a_partition_too_small_to_time(tmp_path):
 def test_offload_terms_takes_no_arguments():
     done = _run("bench.offload_terms", "--bogus")
     assert done.returncode == 2 and "usage" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_case_may_cut_a_model_to_fewer_layers():
+    cases = KP.parse_cases("qwen3-30b-a3b@L8:full:1024:8,gemma-2-2b:full:1024:4")
+    assert cases == (("qwen3-30b-a3b@L8", "full", 1024, 8), ("gemma-2-2b", "full", 1024, 4))
+    moe = KP.case_spec("qwen3-30b-a3b@L8")
+    assert (moe.id, moe.layers) == ("qwen3-30b-a3b", 8)
+    assert KP.case_spec("qwen3-30b-a3b").layers > 8
+    # Gemma-2 is profiled eager (no SDPA path for its soft-capping), as the benchmark and the advisor train it
+    assert KP.case_attention(KP.case_spec("gemma-2-2b")) == "eager"
+    assert KP.case_attention(moe) == "sdpa"
