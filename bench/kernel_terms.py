@@ -27,6 +27,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = "bench/results/kernel-probe-h200-2026-12-02.json"
+FAMILIES_PROBE = "bench/results/kernel-probe-h200-2026-12-02-families.json"
+"""The families the first probe had little or nothing of (the MoE models at reduced depth, Gemma-2 eager, Gemma-3,
+Phi-3, Mistral), at 4-8k tokens per micro-batch, profiled on another H200 of the same day."""
 GPU_ID = "H200"
 GEMM_GRID = {"ceiling": [x / 1000 for x in range(650, 951, 5)], "hidden_half": [0, 32, 64, 128, 192, 256, 384, 512],
              "tokens_half": [0, 128, 256, 512, 768, 1024, 1536]}
@@ -38,17 +41,23 @@ def load(path: str = PROBE, root: Path = REPO) -> dict[str, Any]:
     return json.loads((root / path).read_text())
 
 
-def _case_plan(case: dict[str, Any]):
-    from advisor.catalog import resolve_gpu, resolve_model
+def _case_plan(case: dict[str, Any], versions: dict[str, str] | None = None):
+    """(model, plan, target) of a profiled case; the target names the probe's transformers release, which the
+    model's MoE term depends on (advisor.model.speed.moe_sentinel_masks)."""
+    from advisor.catalog import resolve_gpu
     from advisor.core.target import Target
     from advisor.model.bench_rows import plan_from_bench_row
+    from bench.kernel_probe import case_attention, case_spec
     from bench.matrix import row
 
     method = case["method"].split("-")[0]
-    r = row(case["model"], method=method, ckpt=False, seq=case["seq_len"], mb=case["micro_batch"],
-            liger=case["method"].endswith("-liger"))
-    model = resolve_model(case["model"])
-    return model, plan_from_bench_row(r), Target(gpu=resolve_gpu(GPU_ID), gpus_per_node=1, nodes=1)
+    model = case_spec(case["model"])
+    r = row(model.id, method=method, ckpt=False, seq=case["seq_len"], mb=case["micro_batch"],
+            liger=case["method"].endswith("-liger"), attn=case_attention(model),
+            layers=model.layers if "@L" in case["model"] else None)
+    software = {"transformers": versions["transformers"]} if (versions or {}).get("transformers") else {}
+    return model, plan_from_bench_row(r), Target(gpu=resolve_gpu(GPU_ID), gpus_per_node=1, nodes=1,
+                                                  software=software)
 
 
 def cases(probe: dict[str, Any]) -> list[dict[str, Any]]:
@@ -61,7 +70,7 @@ def cases(probe: dict[str, Any]) -> list[dict[str, Any]]:
     for c in probe["micro_batches"]:
         if "error" in c:
             continue
-        model, plan, target = _case_plan(c)
+        model, plan, target = _case_plan(c, probe.get("versions"))
         d = MD.dims(model)
         pr = MD.Precision.of(plan)
         m = S.micro_batch_times(d, model, plan, target, pr)
@@ -92,6 +101,34 @@ def cases(probe: dict[str, Any]) -> list[dict[str, Any]]:
                                        if not lora and other_s > head else None),
         })
     return out
+
+
+def strided_factor(probes: tuple[dict[str, Any], ...]) -> float:
+    """STRIDED_ELEMENTWISE_FACTOR from the profiled full fine-tunes without Liger of models with fused projections
+    (Phi-3): the factor on the strided ops' bytes that makes the model's non-GEMM, non-attention time equal the
+    measured one, per case (the model's time is linear in it), the median over the cases."""
+    from advisor.model import speed as S
+
+    def other(c, factor):
+        old = S.STRIDED_ELEMENTWISE_FACTOR
+        S.STRIDED_ELEMENTWISE_FACTOR = factor
+        try:
+            return next(r for r in cases({"micro_batches": [c], "versions": probe.get("versions")}))
+        finally:
+            S.STRIDED_ELEMENTWISE_FACTOR = old
+
+    got = []
+    for probe in probes:
+        for c in probe["micro_batches"]:
+            if "error" in c or c["method"] != "full":
+                continue
+            model, _, _ = _case_plan(c)
+            if not model.fused_qkv:
+                continue
+            one, two = other(c, 1.0), other(c, 2.0)
+            per_unit = two["model_s"]["other"] - one["model_s"]["other"]
+            got.append(1.0 + (one["measured"]["other"] - one["model_s"]["other"]) / per_unit)
+    return statistics.median(got)
 
 
 def gemm_curve(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -175,7 +212,7 @@ def step_gaps(probe: dict[str, Any], rows=None) -> list[dict[str, Any]]:
         e = by_config.get((c["model"], method, c["seq_len"], c["micro_batch"], c["method"].endswith("-liger")))
         if e is None:
             continue
-        model, plan, target = _case_plan(c)
+        model, plan, target = _case_plan(c, probe.get("versions"))
         d = MD.dims(model)
         pr = MD.Precision.of(plan)
         outside = S.STEP_FIXED_SECONDS + S.data_seconds(plan) + S.optimizer_step_seconds(d, plan, target, pr)

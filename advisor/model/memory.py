@@ -59,7 +59,13 @@ from advisor.model.generation import (
     zero3_generation_gather_bytes,
 )
 from advisor.model.logits import head_grad_bytes, logits_bytes
-from advisor.model.states import gradient_bytes, optimizer_bytes, optimizer_step_transient, weight_bytes
+from advisor.model.states import (
+    first_layer_pending_grad_bytes,
+    gradient_bytes,
+    optimizer_bytes,
+    optimizer_step_transient,
+    weight_bytes,
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -158,8 +164,9 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
         late_act = last_layer_backward_bytes(d, plan, pr)
         late_other = (train_other - in_flight["autocast_weight_cache"] + autocast_late_backward_bytes(d, plan, pr)
                       + layer_live - in_flight["zero3_live_params"])
-        phases.append(("late-backward", W + (g_full - g_step) + opt + late_act + late_other,
-                       {"weights": W, "gradients": g_full - g_step, "optimizer": opt, "activations": late_act,
+        late_grads = g_full - g_step - first_layer_pending_grad_bytes(d, plan, pr)
+        phases.append(("late-backward", W + late_grads + opt + late_act + late_other,
+                       {"weights": W, "gradients": late_grads, "optimizer": opt, "activations": late_act,
                         "logits": 0, "other": late_other}))
     step_tr = optimizer_step_transient(d, plan, pr)
     phases.append(("step", W + g_full + opt + step_tr + base_other,

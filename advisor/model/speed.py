@@ -81,15 +81,18 @@ HIDDEN_HALF = 128
 """Hidden size at which GEMM efficiency halves (x h / (h + HIDDEN_HALF)): measured with MFU_CEILING."""
 TOKENS_HALF = 512
 """Tokens per micro-batch at which GEMM efficiency halves (x t / (t + TOKENS_HALF)): measured with MFU_CEILING."""
-LAUNCH_SECONDS = 27.2e-6
+LAUNCH_SECONDS = 26.4e-6
 """CPU time per launched kernel in eager PyTorch (Python module call, transformers' attention interface, dispatcher,
 launch), amortized. Seeded at 35e-6 from spot measurements on one H200 (torch 2.11, transformers 5.17, TRL 1.16):
 Qwen2.5-0.5B at 2k tokens per micro-batch runs 0.10 s/step without checkpointing and 0.18 s with it, whatever the
 GPU work. Fitted with the others on the fit rows: 33e-6; 30.7e-6 once the overlap of dispatch and GPU work is its own
 term (OVERLAP_P). Refitted (30.7e-6 before) on the fit rows once the GPU's rates were measured by kernel
 (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms, and forward and backward
-overlapped apart."""
-OVERLAP_P = 9.11
+overlapped apart. Refitted (27.2e-6 before) on the fit rows once the optimizer step was timed apart
+(OPTIMIZER_BYTES_PER_WEIGHT_BYTE), Gemma-2's soft-capping, Phi-3's strided ops and transformers 5.17's MoE masks were
+terms, and the 2026-12-02 family rows (bench/rows/family-check-2026-12-02.json) and host-phase records joined the
+fit."""
+OVERLAP_P = 9.62
 """The exponent of the smooth maximum a micro-batch takes of its GPU time and its CPU dispatch time,
 (gpu^p + dispatch^p)^(1/p) (overlap_seconds). The CPU runs ahead of the GPU only by the kernels it has queued: a
 synchronising op (the loss's .item(), an optimizer's found_inf or grad-norm check, a host-to-device copy of the batch,
@@ -103,7 +106,10 @@ medians): 4.4, for a 4.4 % lower objective; holdout median step error 6.3 -> 5.7
 were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms, and
 forward and backward overlapped apart. With forward and backward overlapping their dispatch apart (the metric sync
 between them, micro_batch_times) the fit gives nearly max(): most of the imperfect overlap this exponent stood for was
-that sync."""
+that sync. Refitted (9.11 before) on the fit rows once the optimizer step was timed apart
+(OPTIMIZER_BYTES_PER_WEIGHT_BYTE), Gemma-2's soft-capping, Phi-3's strided ops and transformers 5.17's MoE masks were
+terms, and the 2026-12-02 family rows (bench/rows/family-check-2026-12-02.json) and host-phase records joined the
+fit."""
 LIGER_KERNELS_FWD_PER_LAYER = 36
 """Launch-equivalents of a layer's forward with Liger: its fused RMSNorm, RoPE and SwiGLU replace ~20 eager ops by 4
 Triton launches, but a Triton launch costs several eager ones on the CPU; measured (0.5B, H200): 5% less step time."""
@@ -194,13 +200,15 @@ every CPU the process may use. Measured apart by halving the CPUs of one host (t
 offload rows in the same hour took 0.21-0.30 ns per parameter more on 8 CPUs; the median of the pairs' ns x cores,
 3.28-4.80 (bench/offload_terms.py core_term; Gemma-3-1B's pair is left out: the model's other terms already exceed
 its measured 16-CPU step)."""
-CPU_ADAM_SERIAL_NS = 0.356
+CPU_ADAM_SERIAL_NS = 0.290
 """The part that more CPUs do not shorten, ns per fp32 parameter (host memory bandwidth, the single-threaded work
 around each sub-group's step): each offload record's implied CPU step per parameter less CPU_ADAM_CORE_NS / its CPUs,
-the median per host, then over the seven hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
+the median per host, then over the eight hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
 medians run from 0.17 to 0.55 ns, three times apart on machines of one kind, and each host's records predicted from
-the other hosts' terms are off by 18 % (median) and 45 % (worst) (leave one host out, docs/accuracy.md). With 16
-CPUs the two terms give 0.57 ns per parameter."""
+the other hosts' terms are off by 16 % (median) and 52 % (worst) (leave one host out, docs/accuracy.md). With 16
+CPUs the two terms give 0.50 ns per parameter. 0.356 over seven hosts; the eighth (bench/results/h200-2026-12-02-
+offload-again.jsonl, every offload configuration measured again, bench/rows/offload-again-2026-12-02.json) was one
+of the fast ones (0.19 ns), which moved the median between hosts to 0.290."""
 ZERO3_COPY_BACK_NS = 0.396
 """ZeRO-3 optimizer offload, the updated weights back to the GPU, ns per parameter of the partition: stage3.py
 _reassign_or_swap_out_partitioned_parameters runs `fp16_flat.data.copy_(fp32_flat.data)`, a blocking host fp32 ->
@@ -218,6 +226,13 @@ HOST_CONVERT_NS = 0.074
 """fp32 -> 16-bit conversion into a pinned host tensor, ns per element (the same probe: 0.074 with 16 CPUs, 0.093 with
 8): ZeRO-3's copy back when offload "all" keeps the 16-bit partition on the host (stage3.py keeps
 fp16_partitioned_groups_flat in pinned memory with offload_param), its GPU fetch counted per pass instead."""
+OPTIMIZER_BYTES_PER_WEIGHT_BYTE = 10
+"""Bytes a single-GPU or FSDP2 optimizer step streams per byte of a trained weight: clip_grad_norm_ 3 (the norm's
+read, the in-place scale's read and write of each grad) and fused AdamW 7 (weight, grad, exp_avg and exp_avg_sq read;
+weight and both moments written). Timed apart on the H200 (bench/optimizer_probe.py, bench/results/optimizer-probe-
+h200-2026-12-02.json: clip + step of seven bf16 models, 1.0-7.6B parameters, 12-63 ms, 2.0-2.9x the 16 B per
+parameter at MEM_BW_EFFICIENCY used before; at this count and ELEMENTWISE_BW_EFFICIENCY the dense models come within
+10 %, Gemma-3-1B's 340 tensors excepted)."""
 HOST_MEMORY_BW_GBPS = 150.0
 """Cap on a node's usable host memory bandwidth (two-socket DDR5 servers: ~300 GB/s peak, ~50% sustained)."""
 NVME_GBPS = 6.0
@@ -239,7 +254,7 @@ Qwen2.5-0.5B on one machine (bench/results/decode-probe-h200-2026-12-01.json): 1
 kernel there, and a 1-element CUDA op under no_grad took 8-12 us on that host. Refitted (16.1e-6 before) on the fit
 rows once the GPU's rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were
 their own terms, and forward and backward overlapped apart."""
-GENERATE_CALL_SECONDS = 0.347
+GENERATE_CALL_SECONDS = 0.357
 """CPU time of one GRPO/RLOO generation round with transformers' generate, outside the decode steps: TRL's
 _generate_and_score_completions (prompt tokenization and padding, unwrap_model_for_generation, batch_decode of the
 completions, the reward functions, gathers, advantages, metric logging) and generate's own set-up (generation config,
@@ -248,8 +263,11 @@ generation time is linear in the completion length: 48, 128 and 512 tokens take 
 23 ms per decode step plus 0.4 s. Seeded there and fitted with the other speed constants; 0.428 refitted with
 DECODE_LAUNCH_SECONDS on the medians of every GRPO/RLOO row's records (its note). Refitted (0.428 before) on the fit
 rows once the GPU's rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were
-their own terms, and forward and backward overlapped apart."""
-BNB_MATMUL_SECONDS = 3.90e-4
+their own terms, and forward and backward overlapped apart. Refitted (0.347 before) on the fit rows once the
+optimizer step was timed apart (OPTIMIZER_BYTES_PER_WEIGHT_BYTE), Gemma-2's soft-capping, Phi-3's strided ops and
+transformers 5.17's MoE masks were terms, and the 2026-12-02 family rows (bench/rows/family-check-2026-12-02.json)
+and host-phase records joined the fit."""
+BNB_MATMUL_SECONDS = 4.02e-4
 """CPU time of one bitsandbytes 4-bit matmul call, per quantized Linear per pass (forward, recompute, backward).
 bitsandbytes 0.50 MatMul4Bit is a Python autograd Function; above 1536 token rows its CUDA gemm_4bit op falls back to
 dequantizing the nested absmax (dequantize_blockwise + offset), then the NF4 weight, then F.linear, each a
@@ -260,9 +278,13 @@ autograd/_functions.py). The model had no such cost and under-predicted both QLo
 2026-12-01 rows the joint refit moves it to 4.2e-4 for a 2 % lower objective; it is left at 3.7e-4: the QLoRA rows it
 moves are the ones where the model's CPU dispatch and GPU time are within a few % of each other and the measured step
 exceeds both (the overlap of the two is not modelled), and at 4.2e-4 the planner's QLoRA pick for the plan-quality
-workload qlora-3b flips to the plan without Liger, measured 13 % slower (docs/plan-quality.md). Refitted (3.7e-4 before) on the fit rows once the
+workload qlora-3b flips to the plan without Liger, measured 13 % slower (docs/plan-quality.md). Refitted (3.7e-4 before)
+on the fit rows once the
 GPU's rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own
-terms, and forward and backward overlapped apart: 3.9e-4, and the qlora-3b pick holds (docs/plan-quality.md)."""
+terms, and forward and backward overlapped apart: 3.9e-4, and the qlora-3b pick holds (docs/plan-quality.md).
+Refitted (3.90e-4 before) on the fit rows once the optimizer step was timed apart (OPTIMIZER_BYTES_PER_WEIGHT_BYTE),
+Gemma-2's soft-capping, Phi-3's strided ops and transformers 5.17's MoE masks were terms, and the 2026-12-02 family
+rows (bench/rows/family-check-2026-12-02.json) and host-phase records joined the fit."""
 
 
 @dataclass(frozen=True)
@@ -431,9 +453,11 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     if plan.attn == "eager":
         # eager computes the full (non-causal) score matrix and streams it through HBM: QK^T out (2 B), scale (4),
         # mask add (6), fp32 softmax (6), bf16 cast (6), read by AV (2): ~26 B per score forward, ~2x in backward.
+        # Gemma 2's logit soft-capping adds three more passes over the bf16 scores (modeling_gemma2.py
+        # eager_attention_forward: `/ softcap`, `tanh`, `* softcap`, each reading and writing 2 B): 12 B more.
         rows = plan.micro_batch * (2 if plan.trainer == "dpo" else 1)
         scores = rows * (d.heads / max(1, plan.sp_size)) * plan.seq_len ** 2 / max(1, plan.cp_size) * d.L
-        eager_bytes = scores * 26.0
+        eager_bytes = scores * (26.0 + (12.0 if d.attn_softcap else 0.0))
         train_attn *= 2.0  # no causal skipping
     recompute_mm = body_f if plan.grad_ckpt else 0.0
     recompute_attn = attn_f * (2.0 if plan.attn == "eager" else 1.0) if plan.grad_ckpt else 0.0
@@ -533,7 +557,7 @@ def extra_layer_kernels(d: MD.Dims, liger: bool) -> tuple[int, int]:
     return norms * nf + mf, norms * nb + mb
 
 
-def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
+def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision, moe_masks: bool = False) -> float:
     """HBM bytes per token that one decoder layer's forward streams through non-GEMM ops (eager transformers 5
     Llama/Qwen2 modules; act = activation bytes, res = residual-stream bytes):
 
@@ -547,6 +571,9 @@ def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
     - Qwen3 / Gemma3's per-head q and k norms: an RMSNorm over q + kv elements (input in act bytes).
     - MoE: the routed copies of each token (experts_per_token rows of hidden): the gather, the routing-weight
       multiply (read and write), the inverse permutation (read and write) and the per-token sum read them: 6 act.
+      With `moe_masks` (transformers releases that mask the expert-parallel sentinel rows unconditionally:
+      moe_sentinel_masks), three masked_fill passes read and write each routed row's input and output (hidden each)
+      and its gate/up output (2 x moe intermediate): 2 act x (2 hidden + 2 moe intermediate).
     - torch.autocast with an fp32 residual stream (bf16-mixed / fp16-mixed) casts each Linear's input to 16-bit
       (res + act per element) per call: q/k/v (one call each unless fused) and gate/up.
     The GEMMs' own time is `compute`; this term is what makes Liger faster on the GPU, not only on the CPU."""
@@ -555,12 +582,17 @@ def layer_elementwise_bytes(d: MD.Dims, plan: Plan, pr: Precision) -> float:
         norm, rope, act = 2 * res, 2 * a, 3 * a
     else:
         norm, rope, act = 28 + 4 * res, 10 * a, 5 * a
+        # fused projections hand RoPE and the SwiGLU strided views of one output (STRIDED_ELEMENTWISE_FACTOR)
+        rope *= STRIDED_ELEMENTWISE_FACTOR if d.fused_qkv else 1.0
+        act *= STRIDED_ELEMENTWISE_FACTOR if d.gate_up_linears == 1 and not d.moe else 1.0
     width = d.I if not d.moe else d.experts_per_token * d.moe_I + d.shared_I
     per_token = d.norms * norm * d.h + rope * (d.q + d.kv) + act * width + 2 * 3 * res * d.h + 2 * a * d.q
     if d.qk_norm:
         per_token += (2 * a if plan.liger else 28 + 4 * a) * (d.q + d.kv)
     if d.moe:
         per_token += 6 * a * d.experts_per_token * d.h
+        if moe_masks:
+            per_token += 2 * a * d.experts_per_token * (2 * d.h + 2 * d.moe_I)
     if pr.autocast and res != a:
         per_token += (d.qkv_linears + d.gate_up_linears) * d.h * (res + a)
     return float(per_token)
@@ -573,13 +605,48 @@ def elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, t
     reference forward once more. Autocast over fp32 weights (bf16-mixed) also casts every matmul weight to 16-bit
     per forward pass (4 + 2 B per param; the cache lives for one forward) and the trained weights' 16-bit gradients
     back to fp32 in the backward (2 + 4 B)."""
-    per_pass = tokens * d.L * layer_elementwise_bytes(d, plan, pr)
+    per_pass = tokens * d.L * layer_elementwise_bytes(d, plan, pr, moe_sentinel_masks(target))
     nbytes = per_pass * (fwd_passes + ELEMENTWISE_BWD_FACTOR + ref_passes)
     if pr.fp32_weights_amp:
         matmul = d.quantized + d.lm_head
         trained = matmul if plan.method == "full" else 0
         nbytes += (FP32 + HALF) * (matmul * fwd_passes + trained)
     return nbytes / elementwise_bw(target)
+
+
+STRIDED_ELEMENTWISE_FACTOR = 1.67
+"""How much longer an eager elementwise op takes on a strided view than on a contiguous tensor of the same size:
+Phi-3's fused qkv_proj and gate_up_proj (modeling_phi3.py: q, k and v sliced out of one output, `gate, up_states =
+up_states.chunk(2, dim=-1)`) give RoPE and the SwiGLU non-contiguous inputs, and TensorIterator runs them through its
+non-vectorized kernel (elementwise_kernel<128, 4> in the profile, where a Llama layer's run vectorized). Read off the
+profiled Phi-3 micro-batches (bench/kernel_terms.py strided_factor): their non-GEMM time over the model's, with the
+strided ops' bytes scaled by this factor. Liger's RoPE and SwiGLU kernels take strides themselves."""
+MOE_MASKS_BEFORE = (5, 24)
+"""transformers 5.17's grouped_mm_experts_forward (integrations/moe.py, read on the H200 machine) masks the
+expert-parallel sentinel rows with masked_fill on every call: the routed input, the gate/up output and the down
+output (six masked_fill kernels per MoE layer and micro-batch in the profile, bench/results/kernel-probe-h200-
+2026-12-02-families.json: 16 ms of Qwen3-30B-A3B's 95 ms of non-GEMM time at 8 layers and 8k tokens); 5.24's masks
+only under expert parallelism (`if self._is_expert_parallel`). The releases between were not read: they count as
+masking, the older behaviour."""
+DEFAULT_TRANSFORMERS = (5, 24)
+"""The transformers release a target without a probed version is predicted for: the one the bundles pin for TRL
+1.16 (rules/data/pins.toml)."""
+
+
+def transformers_release(target: Target) -> tuple[int, int]:
+    """(major, minor) of the target's transformers (Target.software, as probed or as a benchmark record ran it),
+    DEFAULT_TRANSFORMERS when unknown or unreadable."""
+    text = str((target.software or {}).get("transformers") or "")
+    parts = text.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return DEFAULT_TRANSFORMERS
+
+
+def moe_sentinel_masks(target: Target) -> bool:
+    """Whether the target's transformers masks MoE sentinel rows on every expert call (MOE_MASKS_BEFORE)."""
+    return transformers_release(target) < MOE_MASKS_BEFORE
 
 
 def autocast_casts_per_layer(d: MD.Dims, plan: Plan, pr: Precision) -> int:
@@ -648,10 +715,12 @@ def fused_head_seconds(d: MD.Dims, target: Target, logit_tokens: int) -> float:
 
 
 def optimizer_step_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
-    """The optimizer step on the GPU is memory-bound. Fused AdamW reads weight, grad, exp_avg, exp_avg_sq and writes
-    weight and both moments (2w + g + 4s bytes per param), plus one read of the grads for clip_grad_norm_. DeepSpeed
-    (per partition): 16-bit grads -> fp32 (2 + 4), fp32 grad read (4), master and moments read and written (24), the
-    16-bit copy written (2), the norm (4): ~40 B. Offloaded optimizers run on the CPU (cpu_adam)."""
+    """The optimizer step on the GPU is memory-bound. The Trainer's clip_grad_norm_ (max_grad_norm 1.0) reads every
+    grad for the norm and scales it in place (3w bytes per param), then fused AdamW (optim "adamw_torch_fused") reads
+    weight, grad and both moments and writes weight and both moments (7w): OPTIMIZER_BYTES_PER_WEIGHT_BYTE x w, at the
+    elementwise rate (torch's foreach / fused kernels stream at it, not at the GEMM-adjacent MEM_BW_EFFICIENCY).
+    DeepSpeed (per partition): 16-bit grads -> fp32 (2 + 4), fp32 grad read (4), master and moments read and written
+    (24), the 16-bit copy written (2), the norm (4): ~40 B. Offloaded optimizers run on the CPU (cpu_adam)."""
     if plan.offload != "none":
         return 0.0
     adapter = plan.method != "full"
@@ -663,7 +732,7 @@ def optimizer_step_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision
     else:
         w = pr.adapter if adapter else pr.trained
         local = ptr / (n if plan.backend == "fsdp2" else 1)
-        nbytes = local * (2 * w + w + 4 * w + w)
+        return local * OPTIMIZER_BYTES_PER_WEIGHT_BYTE * w / elementwise_bw(target)
     return nbytes / mem_bw(target)
 
 

@@ -61,6 +61,22 @@ def weight_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     return base + trained
 
 
+def first_layer_pending_grad_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Gradients of the first decoder layer not yet made when the backward peaks in it: that peak is at the MLP's
+    product backward (advisor.model.activations.layer_backward_workspace), after down_proj's backward has made its
+    weight's gradient and before gate/up's, the attention's and the norms' backward make theirs (autograd runs the
+    layer in reverse; transformers' MoE experts alike: down's grouped GEMM, then the gate's, then gate_up's). The
+    late-backward phase holds every gradient but these. A 1/L share of the gradients, negligible for a deep model,
+    but a reduced-depth MoE's layer is half its parameters (Mixtral at 2 layers: 1.8 GiB, the +8 % its peak was
+    over-predicted by, bench/results/h200-2026-12-02-family-validate.jsonl). Full fine-tunes without DeepSpeed (whose
+    gradient buffers are allocated before the backward) and without offload; adapters' gradients are a few MiB."""
+    if plan.backend == "deepspeed" or plan.method != "full" or plan.offload != "none":
+        return 0
+    down = (d.num_experts * d.moe_I + d.shared_I) * d.h if d.moe else d.I * d.h
+    pending = max(0, d.layer - down) * pr.trained
+    return pending // shard_count(plan) if plan.backend == "fsdp2" else pending
+
+
 def gradient_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int, int]:
     """(full, persistent, step_extra) gradient bytes on one GPU.
 

@@ -48,10 +48,12 @@ def test_every_measured_row_is_in_the_report(report):
     # eight GPU-bound rows of other families of bench/rows/kernel-floor-2026-12-02.json (holdout, measured before the
     # GPU rates were measured by kernel), and the offload rows of 2026-12-02 (bench/rows/offload-*-2026-12-02.json: 11
     # new configurations, and 6 runs of other hosts' records: four with 8 CPUs, two configurations first measured on
-    # the 32-CPU machine whose 16-CPU records are their own run). The re-measurements add records, not rows.
+    # the 32-CPU machine whose 16-CPU records are their own run), and the 15 family rows of
+    # bench/rows/family-check-2026-12-02.json and the 16 of family-validate-2026-12-02.json. The re-measurements (and the host-phase records of
+    # bench/rows/phases-2026-12-02.json) add records, not rows.
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
-    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6
+    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6 + 15 + 16
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
@@ -103,6 +105,20 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     for r in offload:
         assert r["split"] == splits.get(r["name"], "holdout"), r["name"]
     splits.update({r["name"]: r["split"] for r in offload})
+    # and the family rows of 2026-12-02: new configurations, fit and holdout alternating in the order written
+    family = json.loads((REPO / A.FAMILY_CHECK).read_text())
+    assert [r["split"] for r in family] == ["fit", "holdout"] * (len(family) // 2) + ["fit"] * (len(family) % 2)
+    assert not {r["name"] for r in family} & set(splits)
+    splits.update({r["name"]: r["split"] for r in family})
+    # and the family rows predicted before they ran: holdout, new configurations, each with its prediction then
+    validate = json.loads((REPO / A.FAMILY_VALIDATE).read_text())
+    then = json.loads((REPO / A.FAMILY_VALIDATE_THEN).read_text())["predicted"]
+    assert {r["split"] for r in validate} == {"holdout"} and not {r["name"] for r in validate} & set(splits)
+    assert set(then) == {r["name"] for r in validate}
+    splits.update({r["name"]: r["split"] for r in validate})
+    # the host-phase records re-ran configurations of the matrix, in their splits
+    phases = json.loads((REPO / "bench/rows/phases-2026-12-02.json").read_text())
+    assert all(splits[r["name"]] == r["split"] for r in phases)
     for e in report.rows:
         if e.run.source == "bench":
             # a configuration's records from another host are their own run, in the configuration's split
@@ -415,9 +431,12 @@ def test_host_bound_figures_are_the_report_s(report):
                if e.run.step_spread is not None and e.host_share >= MC.HOST_BOUND_NOTE_SHARE]
     assert len(spreads) >= 10
     assert round(max(spreads), 2) == MC.HOST_MACHINE_SPREAD
-    # host-bound runs are where the step-time errors are: most runs over 20 % sit in that band
+    # the host CPU is where the step-time errors are: half the runs over 20 % sit in that band, and nearly all of
+    # them have a step the host sets in part, its dispatch (at least half host-bound) or DeepSpeed's CPU optimizer
     over = [e for e in report.rows if e.run.status == "ok" and e.err_step is not None and abs(e.err_step) > 0.2]
-    assert sum(e.host_share >= MC.HOST_BOUND_NOTE_SHARE for e in over) > len(over) / 2
+    assert sum(e.host_share >= MC.HOST_BOUND_NOTE_SHARE for e in over) >= len(over) / 2
+    host_set = [e for e in over if e.host_share >= 0.5 or e.run.knobs.get("offload") not in (None, "none")]
+    assert len(host_set) >= 0.9 * len(over)
 
 
 # ---------------------------------------------------------------------------------------------------- records
@@ -575,16 +594,29 @@ def test_the_zero_twins_pair_each_zero_row_with_its_plain_twin(report):
             assert added == pytest.approx(z.step_in(rel) - s.step_in(rel))
     text = (REPO / A.DOC).read_text()
     assert "### DeepSpeed's hooks, measured against the same step without DeepSpeed" in text
-    # relative to the plain step, GPU-bound pairs (plain step at most 10 % host-bound) add less than host-bound ones
-    # (at least half): measured, and predicted
+    # relative to the plain step, pairs whose ZeRO step stays GPU-bound (predicted at most 15 % host-bound) add less
+    # than pairs whose ZeRO step the host sets (at least half): measured, and predicted. The split is by the ZeRO
+    # step: a plain step the GPU sets can become host-bound under ZeRO-3, whose hooks are host work per module
+    # (Gemma-2-2B's plain step is 7 % host-bound, its ZeRO-3 twin 72 %)
     import statistics
 
     def rel(p, added):
         return added / p["plain"].run.step_seconds
 
-    gpu = [p for p in pairs if p["plain"].host_share <= 0.10 and p["zero"].run.knobs["method"] == "full"]
-    host = [p for p in pairs if p["plain"].host_share >= 0.50]
-    assert gpu and host
+    gpu = [p for p in pairs if p["zero"].host_share <= 0.15]
+    host = [p for p in pairs if p["zero"].host_share >= 0.50]
+    assert len(gpu) >= 4 and len(host) >= 4
     assert max(rel(p, statistics.median(p["added"])) for p in gpu) < min(rel(p, statistics.median(p["added"]))
                                                                         for p in host)
     assert max(rel(p, p["predicted_added"]) for p in gpu) < min(rel(p, p["predicted_added"]) for p in host)
+    # and the model orders all the pairs as measured: rank correlation of predicted and measured added share
+    measured = [rel(p, statistics.median(p["added"])) for p in pairs]
+    predicted = [rel(p, p["predicted_added"]) for p in pairs]
+
+    def ranks(v):
+        order = sorted(range(len(v)), key=v.__getitem__)
+        return [order.index(i) for i in range(len(v))]
+
+    n = len(pairs)
+    spearman = 1 - 6 * sum((a - b) ** 2 for a, b in zip(ranks(measured), ranks(predicted), strict=True)) / (n * (n * n - 1))
+    assert spearman >= 0.9, spearman
