@@ -987,6 +987,16 @@ def _issue14_section(w, report: Report) -> None:
 DATA_PROBE = "bench/results/data-probe-h200-2026-12-02.json"
 
 
+def _ratio_table(w, cases: list[dict[str, Any]]) -> None:
+    """Measured / model GPU seconds of profiled micro-batches (bench.kernel_terms.cases), by kind of kernel."""
+    w("| micro-batch | GEMM | attention | other | all kernels |")
+    w("|---|---|---|---|---|")
+    for c in cases:
+        cells = " | ".join(f"{c['measured'][k] / c['model_s'][k]:.2f}" if c["model_s"][k] else "-"
+                           for k in ("gemm", "attention", "other", "total"))
+        w(f"| {c['case']} | {cells} |")
+
+
 def _kernel_section(w, rows: list[Evaluated]) -> None:
     """The GPU rates read off profiled micro-batches (bench/kernel_terms.py), the per-step costs outside them, and
     the data path's host time (bench/data_probe.py)."""
@@ -1016,12 +1026,7 @@ def _kernel_section(w, rows: list[Evaluated]) -> None:
       "in all: `tests/model/test_kernel_terms.py` keeps every total within "
       "0.9-1.1.")
     w("")
-    w("| micro-batch | GEMM | attention | other | all kernels |")
-    w("|---|---|---|---|---|")
-    for c in cases:
-        cells = " | ".join(f"{c['measured'][k] / c['model_s'][k]:.2f}" if c["model_s"][k] else "-"
-                           for k in ("gemm", "attention", "other", "total"))
-        w(f"| {c['case']} | {cells} |")
+    _ratio_table(w, cases)
     w("")
     fam = KT.load(KT.FAMILIES_PROBE)
     fam_cases = KT.cases(fam)
@@ -1037,12 +1042,7 @@ def _kernel_section(w, rows: list[Evaluated]) -> None:
       "(six kernels per layer in the profile; 5.24 masks only under expert parallelism), counted for the release a "
       "run names (`moe_sentinel_masks`). `tests/model/test_family_terms.py` keeps these totals within 0.9-1.1 too.")
     w("")
-    w("| micro-batch | GEMM | attention | other | all kernels |")
-    w("|---|---|---|---|---|")
-    for c in fam_cases:
-        cells = " | ".join(f"{c['measured'][k] / c['model_s'][k]:.2f}" if c["model_s"][k] else "-"
-                           for k in ("gemm", "attention", "other", "total"))
-        w(f"| {c['case']} | {cells} |")
+    _ratio_table(w, fam_cases)
     w("")
     _optimizer_probe_table(w)
     w("TRL's step is more than its micro-batches: the benchmark rows that ran a profiled configuration, their step "

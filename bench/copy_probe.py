@@ -30,7 +30,7 @@ from bench.rows_file import save_json
 REPEATS = 5
 
 
-def _timed(fn, torch) -> float:
+def timed_median(fn, torch) -> float:
     """Median seconds of REPEATS calls (after one warm-up call), the GPU synchronized around each."""
     fn()
     torch.cuda.synchronize()
@@ -52,14 +52,14 @@ def measure(elements: int) -> dict[str, Any]:
     pinned16 = torch.empty(elements, dtype=torch.bfloat16, pin_memory=True)
     pageable16 = torch.empty(elements, dtype=torch.bfloat16)
     seconds = {
-        "zero3_blocking_copy": _timed(lambda: gpu16.data.copy_(master.data), torch),
-        "zero2_pinned_convert_then_async_copy": _timed(
+        "zero3_blocking_copy": timed_median(lambda: gpu16.data.copy_(master.data), torch),
+        "zero2_pinned_convert_then_async_copy": timed_median(
             lambda: (pinned16.copy_(master), gpu16.copy_(pinned16, non_blocking=True)), torch),
-        "cpu_convert_to_new_tensor": _timed(lambda: master.to(torch.bfloat16), torch),
-        "cpu_convert_into_pinned": _timed(lambda: pinned16.copy_(master), torch),
-        "h2d_pageable_16bit": _timed(lambda: gpu16.copy_(pageable16), torch),
-        "h2d_pinned_16bit_async": _timed(lambda: gpu16.copy_(pinned16, non_blocking=True), torch),
-        "h2d_pinned_fp32_to_fp32": _timed(lambda: torch.empty(elements, dtype=torch.float32, device="cuda")
+        "cpu_convert_to_new_tensor": timed_median(lambda: master.to(torch.bfloat16), torch),
+        "cpu_convert_into_pinned": timed_median(lambda: pinned16.copy_(master), torch),
+        "h2d_pageable_16bit": timed_median(lambda: gpu16.copy_(pageable16), torch),
+        "h2d_pinned_16bit_async": timed_median(lambda: gpu16.copy_(pinned16, non_blocking=True), torch),
+        "h2d_pinned_fp32_to_fp32": timed_median(lambda: torch.empty(elements, dtype=torch.float32, device="cuda")
                                           .copy_(master, non_blocking=True), torch),
     }
     return {"seconds": {k: round(v, 5) for k, v in seconds.items()},

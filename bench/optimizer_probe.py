@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+from bench.copy_probe import REPEATS, timed_median
 from bench.kernel_probe import checked_cases, isolated, one_case
 from bench.rows_file import save_json
 
@@ -28,20 +29,7 @@ CASES = (("qwen3-30b-a3b@L8", "full", 1024, 2), ("mixtral-8x7b@L4", "full", 1024
          ("gemma-3-1b", "full", 1024, 2), ("phi-3-mini", "full", 1024, 2))
 """MoE models at reduced depth next to dense models of about their size and smaller ones (the micro-batch only
 fills the gradients: its size does not matter)."""
-REPEATS = 5
 CASE_TIMEOUT_S = 300
-
-
-def _timed(torch, call, repeats: int = REPEATS) -> float:
-    """Median seconds of `call`, synchronised before and after each run."""
-    out = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        call()
-        torch.cuda.synchronize()
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
 
 
 def measure(torch, model_id: str, method: str, seq: int, mb: int) -> dict[str, Any]:
@@ -63,12 +51,17 @@ def measure(torch, model_id: str, method: str, seq: int, mb: int) -> dict[str, A
         for p, g in zip(with_grad, saved, strict=True):
             p.grad = g.clone()
 
-    clip = _timed(torch, lambda: torch.nn.utils.clip_grad_norm_(params, 1.0))
-    step = _timed(torch, opt.step)
+    # median of REPEATS synchronised runs after a warm-up (bench.copy_probe.timed_median)
+    clip = timed_median(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0), torch)
+    step = timed_median(opt.step, torch)
     zero_runs = []
-    for _ in range(REPEATS):
+    for _ in range(REPEATS):  # zero_grad once per restored set of gradients
         restore()
-        zero_runs.append(_timed(torch, lambda: opt.zero_grad(set_to_none=True), repeats=1))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        zero_runs.append(time.perf_counter() - t0)
     return {"model": model_id, "method": method, "seq_len": seq, "micro_batch": mb, "layers": meta["layers"],
             "params": sum(p.numel() for p in params), "tensors": len(params),
             "param_dtype": str(params[0].dtype), "grad_dtype": str(grads[0].dtype) if grads else None,
