@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.one_case:
         return one_case(measure, a.one_case)
     cases = checked_cases(ap, a, CASES, "qwen2.5-1.5b:full:1024:2")
+    if any(method != "full" for _, method, _, _ in cases):
+        ap.error("--cases: the optimizer probe trains every parameter, so each case's method must be full")
     import torch
     import transformers
 

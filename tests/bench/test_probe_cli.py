@@ -68,3 +68,9 @@ def test_a_case_may_cut_a_model_to_fewer_layers():
     # Gemma-2 is profiled eager (no SDPA path for its soft-capping), as the benchmark and the advisor train it
     assert KP.case_attention(KP.case_spec("gemma-2-2b")) == "eager"
     assert KP.case_attention(moe) == "sdpa"
+
+
+def test_the_optimizer_probe_takes_full_fine_tunes_only(tmp_path):
+    done = _run("bench.optimizer_probe", "--out", str(tmp_path / "p.json"), "--cases", "qwen2.5-0.5b:lora:1024:2")
+    assert done.returncode == 2 and "must be full" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "p.json").exists()
