@@ -472,7 +472,9 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     cuda = device == "cuda"
     steps, warmup = int(ctx.get("steps", 3)), int(ctx.get("warmup", 1))
     steps = measured_steps(row, steps)
-    total_steps = warmup + steps
+    # a profiled step (row "profile_step") runs after the measured ones and stays out of their timing
+    profiled = bool(row.get("profile_step"))
+    total_steps = warmup + steps + (1 if profiled else 0)
     arch = row["arch"]
 
     rec.phase("import")
@@ -636,7 +638,8 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     if ds_cfg is not None:
         common["deepspeed"] = copy.deepcopy(ds_cfg)
     timing = res["timing"]
-    callback = _make_callback(TrainerCallback, torch, cuda, nvml, rec, warmup)
+    callback = _make_callback(TrainerCallback, torch, cuda, nvml, rec, warmup,
+                              profile_at=total_steps - 1 if profiled else None)
     trainer_kwargs: dict[str, Any] = dict(model=model, train_dataset=dataset, processing_class=tok,
                                           callbacks=[callback])
     if peft_config is not None:
@@ -770,12 +773,16 @@ def _fold_phases(events: list[tuple[str, float, float]], t_begin: float, t_end: 
             "wait_after_backward_s": round(t_end - last, 6), "step_s": round(t_end - t_begin, 6)}
 
 
-def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int):
+def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int, profile_at: int | None = None):
     """Per-step wall time (synchronised at both ends) and peak memory per phase and per optimizer step.
 
     Peak counters are reset after the model is built, at train begin (after the DeepSpeed engine and optimizer
     exist) and at each step begin, so the record separates load, setup and step peaks; their maximum is what one
     unreset torch.cuda.max_memory_allocated() would have shown.
+
+    `profile_at`: the optimizer step (0-based) run under torch.profiler (CUDA kernels only): its kernels by kind and
+    name go to the record's "profile" (bench.kernel_probe's summary), its wall time there too and not into the step
+    times, which the profiler's own host work would slow.
     """
     res = rec.result
     mem, timing = res["memory"], res["timing"]
@@ -804,12 +811,26 @@ def _make_callback(base, torch, cuda: bool, nvml, rec: Recorder, warmup: int):
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
             self.phase_events.clear()
+            self.prof = None
+            if profile_at is not None and state.global_step == profile_at:
+                from torch.profiler import ProfilerActivity, profile
+
+                self.prof = profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU])
+                self.prof.start()
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
             if cuda:
                 torch.cuda.synchronize()
             t1 = time.perf_counter()
+            if self.prof is not None:
+                from bench.kernel_probe import _kernel_stats
+
+                self.prof.stop()
+                res["profile"] = {"step": profile_at, "wall_s": round(t1 - self.t0, 4), **_kernel_stats(self.prof)}
+                self.prof = None
+                self.t_last = time.perf_counter()
+                return
             timing["step_seconds"].append(t1 - self.t0)
             timing.setdefault("phases", []).append(_fold_phases(self.phase_events, self.t0, t1))
             timing["iter_seconds"].append(t1 - self.t_last)  # includes data fetch and logging of the last step

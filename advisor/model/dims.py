@@ -19,7 +19,7 @@ class Dims:
                  "param_modules", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
                  "norms", "qkv_linears", "gate_up_linears", "qk_norm", "gemma_norm", "attn_softcap",
-                 "sliding_fraction", "fused_qkv", "rope_cat", "_lora")
+                 "sliding_fraction", "fused_qkv", "rope_cat", "mlp_output_saved", "_lora")
 
     def __init__(self, m: ModelSpec) -> None:
         self.model = m
@@ -60,6 +60,10 @@ class Dims:
         # Gemma 2 caps attention logits (Gemma2Config attn_logit_softcapping = 50.0: eager_attention_forward divides,
         # takes tanh, multiplies); Gemma 3 has none (attn_logit_softcapping None).
         self.attn_softcap = m.model_type in ATTN_SOFTCAP_TYPES
+        # Whether a later op of the layer saves the MLP's output for its backward: Gemma's post-feedforward RMSNorm
+        # (norms beyond the two pre-norms) and a MoE's routing-weight multiply do; Llama/Qwen/Mistral/Phi-3 add it to
+        # the residual stream, which saves nothing (what checkpointing's recompute may skip: speed.recompute_flops).
+        self.mlp_output_saved = m.norms_per_layer > 2 or m.is_moe
         # Layers that attend through a sliding window: every layer ("sliding": Phi-3, Mistral v0.1), Gemma 2 every
         # other layer, Gemma 3 five of six (catalogue note, models.toml; Gemma2/3Config layer_types).
         if m.attention == "sliding" and m.sliding_window:

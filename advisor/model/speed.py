@@ -459,7 +459,7 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
         scores = rows * (d.heads / max(1, plan.sp_size)) * plan.seq_len ** 2 / max(1, plan.cp_size) * d.L
         eager_bytes = scores * (26.0 + (12.0 if d.attn_softcap else 0.0))
         train_attn *= 2.0  # no causal skipping
-    recompute_mm = body_f if plan.grad_ckpt else 0.0
+    recompute_mm = recompute_flops(d, plan, t, body_f)
     recompute_attn = attn_f * (2.0 if plan.attn == "eager" else 1.0) if plan.grad_ckpt else 0.0
 
     # SDPA on masked layers: torch converts the bool mask to a float one per call (zeros_like + masked_fill_: about
@@ -546,6 +546,30 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
             "gpu_forward": gpu_fwd, "dispatch_forward": dispatch_fwd,
             "useful_flops": useful, "flops": executed, "backward": (compute + attention) * 2 / 3,
             "precompute": precompute}
+
+
+def recompute_skips_down_proj(d: MD.Dims, plan: Plan) -> bool:
+    """Whether checkpointing's recompute stops before each layer's down_proj. torch.utils.checkpoint non-reentrant
+    (transformers' default, use_reentrant=False) stops recomputing once every tensor the backward saved is rebuilt
+    (`early_stop`, default True, torch/utils/checkpoint.py). down_proj's input is saved (its weight gradient); its
+    output is saved only when a later op needs it: not when it goes into the residual add (Llama, Qwen, Mistral,
+    Phi-3: six of seven, three of four GEMMs recomputed per layer, counted on CPU with a dispatch mode), yes under
+    Gemma's post-feedforward norm or a MoE's routing weights (Dims.mlp_output_saved), and yes when PEFT's adapter
+    runs after the base Linear (lora.Linear.forward: lora_B saves lora_A's output)."""
+    return plan.grad_ckpt and plan.method == "full" and not d.mlp_output_saved
+
+
+def recompute_flops(d: MD.Dims, plan: Plan, tokens: int, body_f: float) -> float:
+    """GEMM FLOPs checkpointing's recompute runs per micro-batch: the decoder body's forward, less down_proj where
+    the recompute stops before it (recompute_skips_down_proj). Profiled on the H200 (bench/results/dispatch-probe-
+    h200-2026-12-02-*.json, full training; checkpointed kernel time less the same micro-batch's without): Qwen2.5-1.5B
+    and -3B at 2k x 4 recomputed for 0.79x and 0.77x of what the whole forward's recompute predicts, as six of seven
+    GEMMs do; Gemma-3-1B and the LoRA cases within 7 % of the whole forward's."""
+    if not plan.grad_ckpt:
+        return 0.0
+    if recompute_skips_down_proj(d, plan):
+        return max(0.0, body_f - 2.0 * d.h * d.I * tokens * d.L)
+    return body_f
 
 
 def extra_layer_kernels(d: MD.Dims, liger: bool) -> tuple[int, int]:

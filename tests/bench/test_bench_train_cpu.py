@@ -35,7 +35,7 @@ ROWS = [
     tiny_row("tiny-sft-lora-mixed-ga2", arch=TINY_LLAMA, method="lora", lora_r=8, precision="bf16-mixed",
              grad_accum=2, grad_ckpt=False),
     tiny_row("tiny-dpo-full-ref-copy", trainer="dpo", ref_model="copy"),
-    tiny_row("tiny-dpo-lora-no-ref", trainer="dpo", method="lora", lora_r=8, ref_model="none"),
+    tiny_row("tiny-dpo-lora-no-ref", trainer="dpo", method="lora", lora_r=8, ref_model="none", profile_step=True),
     tiny_row("tiny-grpo-beta0", trainer="grpo", micro_batch=4, num_generations=4, max_completion_len=16, beta=0.0),
     tiny_row("tiny-grpo-beta004", trainer="grpo", micro_batch=4, num_generations=2, max_completion_len=16,
              beta=0.04),
@@ -117,3 +117,14 @@ def test_grpo_generation_and_reference(records):
         assert lengths and all(x == 16 for x in lengths)  # never stops early: every completion is full length
         assert r["data"]["prompt_tokens"] == 48
     assert any("kl" in h for h in b4["log_history"])
+
+
+def test_profiled_step_runs_after_the_measured_ones(records):
+    """A row with profile_step trains one step more, under torch.profiler, and keeps it out of the step times."""
+    recs, _, _ = records
+    prof = recs["tiny-dpo-lora-no-ref"]
+    timing = prof["timing"]
+    assert prof["profile"]["step"] == len(timing["step_seconds"]) == 1 + timing["measured_steps"]
+    assert prof["profile"]["wall_s"] > 0 and prof["profile"]["kernels"] == 0  # CPU: no CUDA kernels to count
+    assert len(prof["loss"]["values"]) == len(timing["step_seconds"]) + 1
+    assert all("profile" not in r for n, r in recs.items() if n != "tiny-dpo-lora-no-ref")
