@@ -61,7 +61,9 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-02-offload-16cpu.jsonl", "bench/results/h200-2026-12-02-offload-8cpu.jsonl",
            "bench/results/h200-2026-12-02-offload-stages.jsonl", "bench/results/h200-2026-12-02-offload-check.jsonl",
            "bench/results/phases-h200-2026-12-02.jsonl", "bench/results/h200-2026-12-02-family-check.jsonl",
-           "bench/results/h200-2026-12-02-family-validate.jsonl", "bench/results/h200-2026-12-02-offload-again.jsonl")
+           "bench/results/h200-2026-12-02-family-validate.jsonl", "bench/results/h200-2026-12-02-offload-again.jsonl",
+           "bench/results/h200-2026-12-02-ckpt-validate.jsonl", "bench/results/h200-2026-12-02-profile-steps.jsonl",
+           "bench/results/h200-2026-12-03-zero3-norms.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -930,7 +932,10 @@ def _issue14_section(w, report: Report) -> None:
       "half-size LM head, a fixed cost per GRPO/RLOO generation round, and the imperfect overlap of the CPU's "
       "dispatch with the GPU's work (OVERLAP_P: a smooth maximum of the two), DeepSpeed's hooks as part of that "
       "dispatch, ZeRO-3's per parameter-holding module and pass (partitioned_param_coordinator.fetch_sub_module) "
-      "rather than added per tensor to the step (tested on ZeRO twins written down before they ran, above); the "
+      "rather than added per tensor to the step (tested on ZeRO twins written down before they ran, above), a module "
+      "whose parameters all stay gathered (the norms, under stage3_param_persistence_threshold) at the fraction of "
+      "a partitioned one's cost bench/zero3_hook_probe.py timed (ZERO3_PERSISTENT_HOOK_FRACTION; tested on "
+      "norm-heavy ZeRO-3 twins written down with the model's and the alternative's predictions, below); the "
       "GPU's rates measured by kernel instead of one fitted ceiling (the GEMMs' efficiency curve, fused attention's "
       "efficiency by sequence length, eager elementwise bandwidth, LoRA's memory-bound skinny GEMMs: GPU rates "
       "measured by kernel, above), TRL's fused LM head (its backward recomputes each logits tile), PEFT's adapter "
@@ -940,7 +945,12 @@ def _issue14_section(w, report: Report) -> None:
       "(clip_grad_norm_ and fused AdamW at the elementwise rate, twice the time counted before), Gemma-2's "
       "soft-capped eager scores, Phi-3's strided RoPE and SwiGLU, and transformers 5.17's MoE sentinel masks, each "
       "from a probe of those families (GPU rates measured by kernel, above) and checked on the family rows of "
-      "2026-12-02, written down before they ran; the host-side speed constants refitted on the fit rows of every "
+      "2026-12-02, written down before they ran; checkpointing's recompute counted as torch.utils.checkpoint runs "
+      "it (non-reentrant, transformers' default: it stops once every tensor the backward saved is rebuilt, so a "
+      "Llama/Qwen/Mistral/Phi-3 layer's down_proj, whose output nothing saves, is not recomputed in full training; "
+      "counted on the CPU with saved-tensor hooks, six of seven GEMMs recomputed per Qwen2/Llama layer, and checked "
+      "on twelve checkpointed rows written down before they ran, above) and DPO/KTO LoRA's switching the adapters "
+      "off for the reference forward (ADAPTER_TOGGLE_SECONDS, timed by bench/adapter_probe.py on the H200 host); the host-side speed constants refitted on the fit rows of every "
       "file. Measurement: every row whose step the "
       "host CPU sets was measured on two to four machines and a configuration's step time is the median of its "
       "records (step time measured more than once, above); the two generation constants were refitted on those "
@@ -1497,19 +1507,35 @@ were in, before they ran."""
 FAMILY_VALIDATE_THEN = "bench/rows/family-validate-2026-12-02-predicted.json"
 
 
+CKPT_VALIDATE = "bench/rows/ckpt-validate-2026-12-02.json"
+"""Twelve checkpointed rows (full and LoRA, 0.5-8B, Llama, Qwen2/3, Mistral, Phi-3, Gemma-2/3, 1-8k tokens), holdout by
+design: written down, with the model's predictions (CKPT_VALIDATE_THEN), once the recompute's early stop
+(speed.recompute_skips_down_proj) was in, before they ran."""
+CKPT_VALIDATE_THEN = "bench/rows/ckpt-validate-2026-12-02-predicted.json"
+
+
 def _family_validate_section(w, rows: list[Evaluated]) -> None:
-    """The family rows predicted before they ran: the prediction then, the measurement, the model's error now."""
-    then = json.loads((REPO / FAMILY_VALIDATE_THEN).read_text())["predicted"]
+    _predicted_then_section(w, rows, "Family rows predicted before they ran", FAMILY_VALIDATE, FAMILY_VALIDATE_THEN,
+                            "GPU-bound runs of the families the terms above came from, written down with the model's "
+                            "predictions (`{then}`) once those terms and the refit were in")
+    _predicted_then_section(w, rows, "Checkpointed rows predicted before they ran", CKPT_VALIDATE, CKPT_VALIDATE_THEN,
+                            "checkpointed runs over the families, full and LoRA, written down with the model's "
+                            "predictions (`{then}`) once the recompute's early stop (recompute_skips_down_proj, "
+                            "below) was in")
+
+
+def _predicted_then_section(w, rows: list[Evaluated], title: str, rows_file: str, then_file: str, what: str) -> None:
+    """Rows predicted before they ran: the prediction then, the measurement, the model's error now."""
+    then = json.loads((REPO / then_file).read_text())["predicted"]
     by = {e.run.name: e for e in rows if e.run.status == "ok"}
     got = [(n, p, by[n]) for n, p in then.items() if n in by and by[n].run.step_seconds]
     if not got:
         return
     step_then = [p["step_seconds"] / e.run.step_seconds - 1 for _, p, e in got]
     mem_then = [p["peak_allocated_bytes"] / e.run.peak_allocated - 1 for _, p, e in got]
-    w("### Family rows predicted before they ran")
+    w(f"### {title}")
     w("")
-    w(f"`{FAMILY_VALIDATE}` ({len(got)} rows, holdout): GPU-bound runs of the families the terms above came from, "
-      f"written down with the model's predictions (`{FAMILY_VALIDATE_THEN}`) once those terms and the refit were in, "
+    w(f"`{rows_file}` ({len(got)} rows, holdout): {what.format(then=then_file)}, "
       f"then run on one H200: step time median \\|error\\| {_pct(_median([abs(x) for x in step_then]), False)}, "
       f"worst {_pct(max(step_then, key=abs))}; peak allocated median "
       f"{_pct(_median([abs(x) for x in mem_then]), False)}, worst {_pct(max(mem_then, key=abs))} (as predicted then).")
@@ -1557,24 +1583,38 @@ def _zero3_decomposition(rows: list[Evaluated]) -> str:
 
 
 ZERO_HOOKS_CHECK = ("bench/rows/zero-hooks-2026-12-02.json", "bench/rows/zero-lora-2026-12-02.json",
-                    "bench/rows/zero-lora-memory-2026-12-02.json")
+                    "bench/rows/zero-lora-memory-2026-12-02.json", "bench/rows/zero3-norms-2026-12-03.json")
 """ZeRO-2 / ZeRO-3 on one GPU next to the same configuration without DeepSpeed, over six families, full and LoRA,
 GPU-bound and host-bound micro-batches: written down before they ran to test DeepSpeed's hooks as host dispatch that a
 GPU-bound micro-batch hides (advisor.model.speed.deepspeed_hook_seconds), so holdout by design (the one plain row
-measured before, sft-q3b-full-bf16-single-ckpt-s4096-b4, keeps its split)."""
+measured before, sft-q3b-full-bf16-single-ckpt-s4096-b4, keeps its split). The fourth file (2026-12-03) tests the
+norms' share of ZeRO-3's hooks (speed.ZERO3_PERSISTENT_HOOK_FRACTION): ZeRO-3 twins of the norm-heavy families
+(Gemma-2, Gemma-3, Qwen3) with a Llama pair measured before as the control, written down with the model's
+predictions and the alternative's (ZERO3_NORMS_THEN) before they ran; its offload row is a third record of a
+configuration measured before, not a twin."""
+ZERO3_NORMS_THEN = "bench/rows/zero3-norms-2026-12-03-predicted.json"
 ZERO_HOOKS_ROUNDS = ("bench/results/h200-2026-12-02-zero-hooks.jsonl", "bench/results/h200-2026-12-02-zero-hooks-2.jsonl",
                      "bench/results/h200-2026-12-02-zero-hooks-3.jsonl", "bench/results/h200-2026-12-02-zero-lora.jsonl",
                      "bench/results/h200-2026-12-02-zero-lora-memory.jsonl",
-                     "bench/results/h200-2026-12-02-zero-lora-2.jsonl")
+                     "bench/results/h200-2026-12-02-zero-lora-2.jsonl",
+                     "bench/results/h200-2026-12-03-zero3-norms.jsonl")
 """The check's rounds, each on one machine (a fresh machine each; the third re-ran the host-bound pairs, the fourth
 machine ran the LoRA pairs of the second rows file, the fifth those of the third: LoRA without checkpointing, whose
-ZeRO-3 memory the fourth found under-predicted; the sixth ran the LoRA pairs of both again)."""
+ZeRO-3 memory the fourth found under-predicted; the sixth ran the LoRA pairs of both again; the seventh the
+norm-heavy twins of 2026-12-03)."""
 
 
 def zero_hooks_pairs(rows: list[Evaluated], root: Path = REPO) -> list[dict[str, Any]]:
     """Each ZeRO row of ZERO_HOOKS_CHECK with its twin without DeepSpeed (same knobs but the backend): per round the
     step time ZeRO added, measured within the round's machine, against what the model predicts it adds."""
-    check = [r for rel in ZERO_HOOKS_CHECK for r in json.loads((root / rel).read_text())]
+    # a row listed in two files (the control pair re-run) is one twin, as first written; an offload row is not a
+    # hooks twin
+    first: dict[str, dict] = {}
+    for rel in ZERO_HOOKS_CHECK:
+        for r in json.loads((root / rel).read_text()):
+            if r.get("offload", "none") == "none":
+                first.setdefault(r["name"], r)
+    check = list(first.values())
     by = {e.run.name: e for e in rows if e.run.status == "ok" and e.run.step_records}
 
     def key(r: dict) -> tuple:
@@ -1632,6 +1672,36 @@ def _zero_hooks_section(w, rows: list[Evaluated]) -> None:
           f"{ratio(no)} times: the adapters' lora_A / lora_B modules are counted as modules the hooks fetch in every "
           "pass, and without checkpointing that is too much; which part of their fetch the hooks skip is not "
           "measured apart.")
+    w("")
+
+
+def _zero3_norms_section(w, rows: list[Evaluated]) -> None:
+    """The norm-heavy ZeRO-3 twins of 2026-12-03: the step predicted before they ran by the model then (norms counted
+    as whole modules) and by the alternative they tested (norms at no fetch), the measurement, and the model now."""
+    then = json.loads((REPO / ZERO3_NORMS_THEN).read_text())
+    by = {e.run.name: e for e in rows if e.run.status == "ok"}
+    round_file = ZERO_HOOKS_ROUNDS[-1]
+    got = [(n, p, by[n]) for n, p in then["predicted"].items() if n in by and by[n].run.step_in(round_file)]
+    if not got:
+        return
+    w("### ZeRO-3's hooks on norm-heavy families, predicted before they ran")
+    w("")
+    w(f"`{ZERO_HOOKS_CHECK[-1]}` (one machine): the step the model predicted then (every parameter-holding module "
+      f"fetched at DS_FETCH_SECONDS) and the alternative written down with it (`{ZERO3_NORMS_THEN}`: the modules "
+      "whose parameters all stay gathered, the norms, at no fetch), against this machine's record; 'now' is the "
+      f"model with the norms at the fraction bench/zero3_hook_probe.py measured "
+      f"(ZERO3_PERSISTENT_HOOK_FRACTION = {S.ZERO3_PERSISTENT_HOOK_FRACTION}), against the configuration's "
+      "median record.")
+    w("")
+    w("| row | persistent / parameter-holding modules | measured (s) | then: model | then: alternative | now |")
+    w("|---|---|---|---|---|---|")
+    for name, p, e in got:
+        m = e.run.step_in(round_file)
+        alt = then["alternative"][name]["step_seconds"]
+        d = MD.dims(e.model)
+        w(f"| {name} | {d.persistent_modules} / {d.param_modules} | {m:.3f} | {p['step_seconds']:.3f} "
+          f"({_pct(p['step_seconds'] / m - 1)}) | {alt:.3f} ({_pct(alt / m - 1)}) | {e.pred_step:.3f} "
+          f"({_pct(e.err_step)}) |")
     w("")
 
 
@@ -1925,6 +1995,7 @@ def render_markdown(report: Report) -> str:
     w("")
     _host_bound_section(w, [e for e in rows if e.run.status == "ok" and e.err_step is not None])
     _zero_hooks_section(w, rows)
+    _zero3_norms_section(w, rows)
     _reproducibility_section(w, rows)
     w("Known gaps, by family:")
     w("")
@@ -1940,10 +2011,12 @@ def render_markdown(report: Report) -> str:
       "models' grouped GEMMs run faster and their routing's elementwise work slower than modelled (the two nearly "
       "cancel in the profiles), and Gemma-3-1B's optimizer step (340 tensors for 1B parameters) takes half again the "
       "bandwidth term's time.")
-    w("- Checkpointed full fine-tunes run faster than predicted, most under bf16-mixed (fp32 weights with autocast: "
-      f"{_err_of(rows, 'sft-q1.5b-full-bf16m-single-ckpt-s4096-b4')} and "
-      f"{_err_of(rows, 'sft-q3b-full-bf16m-single-ckpt-s8192-b2')}); the probe profiled no recompute, so the "
-      "recomputed forward is counted at the first forward's rates. Qwen2.5-0.5B with Liger runs slower than "
+    w("- Checkpointed full fine-tunes under bf16-mixed (fp32 weights with autocast) still run faster than predicted "
+      f"({_err_of(rows, 'sft-q1.5b-full-bf16m-single-ckpt-s4096-b4')} and "
+      f"{_err_of(rows, 'sft-q3b-full-bf16m-single-ckpt-s8192-b2')}), where the bf16 ones are now within a few "
+      "per cent (the checkpointed rows predicted before they ran, above): the recompute's early stop "
+      "(recompute_skips_down_proj) is counted, the recomputed forward's autocast weight casts are counted as in the "
+      "first forward, and which of them the recompute skips is not measured apart. Qwen2.5-0.5B with Liger runs slower than "
       f"predicted ({_err_of(rows, 'sft-q0.5b-full-bf16-single-nockpt-liger-s4096-b4')}; its profiled micro-batch "
       "is within 2 %): part of TRL's step outside the micro-batch that the probe does not separate.")
     w("- DeepSpeed's step time scatters in both directions (ZeRO-3 0.5B with checkpointing "

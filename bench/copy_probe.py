@@ -30,12 +30,13 @@ from bench.rows_file import save_json
 REPEATS = 5
 
 
-def timed_median(fn, torch) -> float:
-    """Median seconds of REPEATS calls (after one warm-up call), the GPU synchronized around each."""
-    fn()
+def timed_median(fn, torch, repeats: int = REPEATS, warmup: int = 1) -> float:
+    """Median seconds of `repeats` calls (after `warmup` calls), the GPU synchronized around each."""
+    for _ in range(warmup):
+        fn()
     torch.cuda.synchronize()
     got = []
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
-from advisor.model.units import FP32, HALF
+from advisor.model.units import DS_PERSISTENCE_FACTOR, FP32, HALF
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -16,7 +16,7 @@ class Dims:
 
     __slots__ = ("model", "P", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
                  "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "tensors",
-                 "param_modules", "linears_per_layer",
+                 "param_modules", "persistent_modules", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
                  "norms", "qkv_linears", "gate_up_linears", "qk_norm", "gemma_norm", "attn_softcap",
                  "sliding_fraction", "fused_qkv", "rope_cat", "mlp_output_saved", "_lora")
@@ -84,6 +84,12 @@ class Dims:
         mlp_modules = (2 + (3 if m.shared_expert_intermediate else 0)) if m.is_moe else self.gate_up_linears + 1
         self.param_modules = m.layers * ((self.qkv_linears + 1) + (2 if m.qk_norm else 0) + m.norms_per_layer
                                          + mlp_modules) + 3
+        # Of those, the modules whose every parameter is at most stage3_param_persistence_threshold (10 x hidden, as
+        # transformers' DeepSpeed integration fills "auto"; partition_parameters.py marks them ds_persist): never
+        # partitioned, so ZeRO-3's hooks find them gathered. The norms (hidden or head_dim values), the final norm,
+        # and a router of at most ten experts (hidden x experts values: Mixtral's eight).
+        router = 1 if m.is_moe and m.num_experts <= DS_PERSISTENCE_FACTOR else 0
+        self.persistent_modules = m.layers * ((2 if m.qk_norm else 0) + m.norms_per_layer + router) + 1
         self.linears_per_layer = sum(c for _, _, c in shapes)
         # Params under stage3_param_persistence_threshold (10 * hidden): norms and q/k/v biases stay gathered.
         small = m.norms_per_layer * m.hidden + ((m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0)

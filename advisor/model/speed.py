@@ -165,12 +165,13 @@ as the bundles and the benchmark run), after the previous step's syncs, so the G
 H200 host with TRL 1.16's own SFT dataloader over the benchmark's data (bench/data_probe.py,
 bench/results/data-probe-h200-2026-12-02.json): 0.45-0.56 ms per 1,024 tokens, median 0.47, at 1-8k tokens per
 sequence; 0.21-0.27 ms on a 2-core development machine."""
-LORA_STEP_SECONDS_PER_TENSOR = 8.0e-5
+LORA_STEP_SECONDS_PER_TENSOR = 6.47e-5
 """Host seconds per adapter tensor (lora_A, lora_B of each adapted Linear) that a LoRA step of TRL costs outside its
 micro-batches, with the GPU idle. Measured, not fitted: TRL's step time of five benchmark rows (Llama-3.2-1B,
 Qwen3-0.6B and -1.7B, Qwen2.5-0.5B and -3B, LoRA, one GPU) less the wall time of the same micro-batch profiled alone
 (bench/results/kernel-probe-h200-2026-12-02.json), the data path, the optimizer step and STEP_FIXED_SECONDS: 14-42 ms
-per step, 0.064-0.092 ms per adapter tensor, median 0.080 (bench/kernel_terms.py step_gaps). The full fine-tunes'
+per step, 0.064-0.092 ms per adapter tensor, median 0.0647 (bench/kernel_terms.py step_gaps; 0.080 before the
+Qwen3-1.7B row's third record, bench/results/h200-2026-12-02-profile-steps.jsonl, moved its median step). The full fine-tunes'
 gaps are within -20 to +2 ms of what those terms already give them; which part of TRL / PEFT / accelerate's per-step
 work over the fp32 adapters costs this is not isolated."""
 DATA_ROWS = {"dpo": 2}
@@ -193,22 +194,37 @@ tensors) and 0.90 s to Qwen2.5-1.5B (255 modules, 338 tensors), following module
 DS_GRAD_HOOK_SECONDS on the fit rows: 7.5e-4 per module-pass. Refitted (7.5e-4 before) on the fit rows once the GPU's
 rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms,
 and forward and backward overlapped apart."""
-CPU_ADAM_CORE_NS = 3.357
+ZERO3_PERSISTENT_HOOK_FRACTION = 0.228
+"""What ZeRO-3's hooks cost on a module whose parameters all stay gathered (Dims.persistent_modules: the norms), per
+pass, as a fraction of a partitioned module's DS_FETCH_SECONDS. Its fetch finds every parameter available (no
+all-gather submitted, none waited for) and its release frees none, so only the hooks' bookkeeping is left: measured
+apart by bench/zero3_hook_probe.py on the H200 host (bench/results/zero3-hook-probe-h200-2026-12-03.json, stacks of 96
+modules under ZeRO-3 against the same without DeepSpeed): 166 us per norm-like module in the forward against 729 us
+per partitioned Linear (and 162 us per module with no parameters, which the count leaves to DS_FETCH_SECONDS' fit),
+0.228 of it; not fitted. Counting the norms as whole modules had ZeRO-3 of the norm-heavy families over-predicted on
+twins run on one machine (bench/rows/zero3-norms-2026-12-03.json: Gemma-3-1B, 13 parameter-holding modules per layer
+of which 6 norms, ZeRO-3 added 0.56 s to a 0.28 s step; 1.02 s predicted)."""
+CPU_ADAM_CORE_NS = 4.081
 """DeepSpeed's CPU optimizer step per fp32 parameter of the local partition, the part its cores share, ns x cores:
 DeepSpeedCPUAdam's OpenMP loop over master, grad and both moments, and the unscale (grad.mul_) before it, both run on
 every CPU the process may use. Measured apart by halving the CPUs of one host (taskset, 16 -> 8): the same ZeRO
-offload rows in the same hour took 0.21-0.30 ns per parameter more on 8 CPUs; the median of the pairs' ns x cores,
-3.28-4.80 (bench/offload_terms.py core_term; Gemma-3-1B's pair is left out: the model's other terms already exceed
-its measured 16-CPU step)."""
-CPU_ADAM_SERIAL_NS = 0.290
+offload rows in the same hour took 0.21-0.30 ns per parameter more on 8 CPUs; the median of the four pairs' ns x
+cores, 3.28, 3.36, 4.80 and 13.1 (bench/offload_terms.py core_term). 3.357 over the first three: Gemma-3-1B's pair
+was left out while the model's other terms exceeded its measured 16-CPU step; with ZeRO-3's hooks on its norms
+counted at ZERO3_PERSISTENT_HOOK_FRACTION they no longer do, and its pair, whose 8-CPU step is 0.82 s longer where
+the others' are 0.25-0.52 s longer, enters: what else in Gemma-3's offloaded step follows the CPU count is not
+measured apart."""
+CPU_ADAM_SERIAL_NS = 0.262
 """The part that more CPUs do not shorten, ns per fp32 parameter (host memory bandwidth, the single-threaded work
 around each sub-group's step): each offload record's implied CPU step per parameter less CPU_ADAM_CORE_NS / its CPUs,
 the median per host, then over the eight hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
-medians run from 0.17 to 0.55 ns, three times apart on machines of one kind, and each host's records predicted from
-the other hosts' terms are off by 16 % (median) and 52 % (worst) (leave one host out, docs/accuracy.md). With 16
-CPUs the two terms give 0.50 ns per parameter. 0.356 over seven hosts; the eighth (bench/results/h200-2026-12-02-
+medians run from 0.13 to 0.63 ns, five times apart on machines of one kind, and each host's records predicted from
+the other hosts' terms are off by 17 % (median) and 50 % (worst) (leave one host out, docs/accuracy.md). With 16
+CPUs the two terms give 0.52 ns per parameter. 0.356 over seven hosts; the eighth (bench/results/h200-2026-12-02-
 offload-again.jsonl, every offload configuration measured again, bench/rows/offload-again-2026-12-02.json) was one
-of the fast ones (0.19 ns), which moved the median between hosts to 0.290."""
+of the fast ones, which moved the median between hosts to 0.290; 0.262 with CPU_ADAM_CORE_NS at 4.081. The
+2026-12-03 host's one offload record (bench/results/h200-2026-12-03-zero3-norms.jsonl) implies none: the model's
+other terms already exceed it."""
 ZERO3_COPY_BACK_NS = 0.396
 """ZeRO-3 optimizer offload, the updated weights back to the GPU, ns per parameter of the partition: stage3.py
 _reassign_or_swap_out_partitioned_parameters runs `fp16_flat.data.copy_(fp32_flat.data)`, a blocking host fp32 ->
@@ -267,6 +283,13 @@ their own terms, and forward and backward overlapped apart. Refitted (0.347 befo
 optimizer step was timed apart (OPTIMIZER_BYTES_PER_WEIGHT_BYTE), Gemma-2's soft-capping, Phi-3's strided ops and
 transformers 5.17's MoE masks were terms, and the 2026-12-02 family rows (bench/rows/family-check-2026-12-02.json)
 and host-phase records joined the fit."""
+ADAPTER_TOGGLE_SECONDS = 1.26e-4
+"""CPU time, per adapted Linear, of switching a PEFT model's adapters off and back on: what DPOTrainer and KTOTrainer
+(TRL 1.16) pay per micro-batch to score a LoRA run's reference with the adapters disabled (`with use_adapter(model,
+None)` around the reference forward, dpo_trainer.py _compute_loss, kto_trainer.py; PEFT disable_adapter walks every
+module twice and flips each adapter's layers). Measured by bench/adapter_probe.py on the H200 machine's host
+(bench/results/adapter-probe-h200-2026-12-02.json): 120-131 us per LoRA module over seven architectures of 112-252
+adapted Linears (14-30 ms per micro-batch), the median taken; not fitted."""
 BNB_MATMUL_SECONDS = 4.02e-4
 """CPU time of one bitsandbytes 4-bit matmul call, per quantized Linear per pass (forward, recompute, backward).
 bitsandbytes 0.50 MatMul4Bit is a Python autograd Function; above 1536 token rows its CUDA gemm_4bit op falls back to
@@ -534,6 +557,9 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     kernels_fwd = d.L * per_layer_fwd + HEAD_KERNELS_PER_TILE * tiles * (1 + ref_passes)
     dispatch = kernels * LAUNCH_SECONDS + (d.L * CKPT_LAYER_SECONDS if plan.grad_ckpt else 0.0)
     dispatch_fwd = kernels_fwd * LAUNCH_SECONDS
+    toggle = adapter_toggle_seconds(d, plan)
+    dispatch += toggle
+    dispatch_fwd += toggle
     if plan.method == "qlora":
         # every quantized Linear runs MatMul4Bit in the forward (and recompute) and again in the backward
         dispatch += d.L * d.linears_per_layer * (fwd_passes + 1) * BNB_MATMUL_SECONDS
@@ -546,6 +572,15 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
             "gpu_forward": gpu_fwd, "dispatch_forward": dispatch_fwd,
             "useful_flops": useful, "flops": executed, "backward": (compute + attention) * 2 / 3,
             "precompute": precompute}
+
+
+def adapter_toggle_seconds(d: MD.Dims, plan: Plan) -> float:
+    """Host seconds per micro-batch of disabling the adapters for the reference forward (ADAPTER_TOGGLE_SECONDS): a
+    DPO/KTO LoRA or QLoRA run whose reference is the base model (ref_model "none"), one toggle per micro-batch (KTO
+    scores its KL batch inside the same context)."""
+    if plan.trainer not in ("dpo", "kto") or plan.method == "full" or plan.ref_model != "none":
+        return 0.0
+    return d.L * d.linears_per_layer * ADAPTER_TOGGLE_SECONDS
 
 
 def recompute_skips_down_proj(d: MD.Dims, plan: Plan) -> bool:
@@ -951,8 +986,15 @@ def deepspeed_hook_seconds(d: MD.Dims, plan: Plan) -> float:
     adapted = adapter_tensors(d, plan)
     seconds = (adapted or d.tensors) * DS_GRAD_HOOK_SECONDS
     if plan.zero_stage == 3:
-        seconds += (d.param_modules + adapted) * (3 if plan.grad_ckpt else 2) * DS_FETCH_SECONDS
+        seconds += zero3_fetch_modules(d, plan) * (3 if plan.grad_ckpt else 2) * DS_FETCH_SECONDS
     return seconds
+
+
+def zero3_fetch_modules(d: MD.Dims, plan: Plan) -> float:
+    """The modules ZeRO-3's hooks fetch each pass, in partitioned-module units: every parameter-holding module (the
+    adapters' lora_A / lora_B too), a persistent one (Dims.persistent_modules) at ZERO3_PERSISTENT_HOOK_FRACTION."""
+    persistent = d.persistent_modules
+    return d.param_modules - persistent * (1 - ZERO3_PERSISTENT_HOOK_FRACTION) + adapter_tensors(d, plan)
 
 
 def deepspeed_forward_hook_seconds(d: MD.Dims, plan: Plan) -> float:
@@ -960,8 +1002,7 @@ def deepspeed_forward_hook_seconds(d: MD.Dims, plan: Plan) -> float:
     module once (the grad hooks and the other passes' fetches run in the backward)."""
     if plan.backend != "deepspeed" or plan.zero_stage != 3:
         return 0.0
-    adapted = adapter_tensors(d, plan)
-    return (d.param_modules + adapted) * DS_FETCH_SECONDS
+    return zero3_fetch_modules(d, plan) * DS_FETCH_SECONDS
 
 
 def data_seconds(plan: Plan) -> float:

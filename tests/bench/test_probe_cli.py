@@ -1,5 +1,6 @@
-"""The GPU probes' command lines (bench/kernel_probe.py, dispatch_probe.py, copy_probe.py): a usage error exits 2 with
-one line and no traceback, before torch is imported, and an existing output file is never replaced."""
+"""The probes' command lines (bench/kernel_probe.py, dispatch_probe.py, copy_probe.py, adapter_probe.py,
+zero3_hook_probe.py): a usage error exits 2 with one line and no traceback, before torch is imported, and an existing
+output file is never replaced."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from bench import kernel_probe as KP
 
 REPO = Path(__file__).resolve().parents[2]
 CASE_PROBES = ("bench.kernel_probe", "bench.dispatch_probe", "bench.optimizer_probe")
-PROBES = CASE_PROBES + ("bench.copy_probe",)
+PROBES = CASE_PROBES + ("bench.copy_probe", "bench.adapter_probe", "bench.zero3_hook_probe")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -74,3 +75,45 @@ def test_the_optimizer_probe_takes_full_fine_tunes_only(tmp_path):
     done = _run("bench.optimizer_probe", "--out", str(tmp_path / "p.json"), "--cases", "qwen2.5-0.5b:lora:1024:2")
     assert done.returncode == 2 and "must be full" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("models", ["no-such-model", "qwen3-30b-a3b", "llama-3.2-1b,"])
+def test_the_adapter_probe_refuses_models_it_cannot_time(tmp_path, models):
+    # unknown ids, and MoE models (their experts are not adapted), are usage errors before anything is written
+    done = _run("bench.adapter_probe", "--out", str(tmp_path / "a.json"), "--models", models)
+    assert done.returncode == 2 and "--models" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_the_adapter_probe_times_each_adapted_linear(tmp_path):
+    import json
+
+    out = tmp_path / "a.json"
+    done = _run("bench.adapter_probe", "--out", str(out), "--models", "llama-3.2-1b")
+    assert done.returncode == 0, done.stderr
+    (case,) = json.loads(out.read_text())["cases"]
+    # Llama-3.2-1B: 16 layers of seven Linears, every one adapted (all-linear leaves the LM head out)
+    assert (case["model"], case["layers"], case["lora_modules"]) == ("llama-3.2-1b", 16, 16 * 7)
+    assert case["toggle_ms"] > 0 and case["us_per_lora_module"] == pytest.approx(
+        case["toggle_ms"] * 1e3 / case["lora_modules"], rel=0.01)
+
+
+@pytest.mark.parametrize("args", [["--modules", "3"], ["--modules", "x"], ["--hidden", "100"], ["--hidden", "0"]])
+def test_the_zero3_hook_probe_refuses_sizes_it_cannot_time(tmp_path, args):
+    done = _run("bench.zero3_hook_probe", "--out", str(tmp_path / "z.json"), *args)
+    assert done.returncode == 2 and args[0] in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "z.json").exists()
+
+
+def test_the_zero3_hook_probe_needs_a_gpu(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch not installed")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the probe would run")
+    done = _run("bench.zero3_hook_probe", "--out", str(tmp_path / "z.json"))
+    assert done.returncode == 1 and "no CUDA GPU" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "z.json").exists()

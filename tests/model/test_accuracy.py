@@ -49,11 +49,13 @@ def test_every_measured_row_is_in_the_report(report):
     # GPU rates were measured by kernel), and the offload rows of 2026-12-02 (bench/rows/offload-*-2026-12-02.json: 11
     # new configurations, and 6 runs of other hosts' records: four with 8 CPUs, two configurations first measured on
     # the 32-CPU machine whose 16-CPU records are their own run), and the 15 family rows of
-    # bench/rows/family-check-2026-12-02.json and the 16 of family-validate-2026-12-02.json. The re-measurements (and the host-phase records of
-    # bench/rows/phases-2026-12-02.json) add records, not rows.
+    # bench/rows/family-check-2026-12-02.json and the 16 of family-validate-2026-12-02.json, and the 12 checkpointed
+    # rows of ckpt-validate-2026-12-02.json, and the 7 new ZeRO-3 twins of zero3-norms-2026-12-03.json. The
+    # re-measurements (and the host-phase records of
+    # bench/rows/phases-2026-12-02.json, and the profiled steps of profile-steps-2026-12-02.json) add records, not rows.
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
-    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6 + 15 + 16
+    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6 + 15 + 16 + 12 + 7
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
@@ -89,7 +91,7 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     splits.update({r["name"]: r["split"] for r in z3})
     # and the ZeRO twins of 2026-12-02, written down before they ran; the one plain twin measured before keeps its
     # matrix split
-    twins = [r for rel in A.ZERO_HOOKS_CHECK for r in json.loads((REPO / rel).read_text())]
+    twins = [r for rel in A.ZERO_HOOKS_CHECK[:-1] for r in json.loads((REPO / rel).read_text())]
     for r in twins:
         assert r["split"] == splits.get(r["name"], "holdout"), r["name"]
     assert sum(r["name"] in splits for r in twins) == 1
@@ -116,9 +118,25 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     assert {r["split"] for r in validate} == {"holdout"} and not {r["name"] for r in validate} & set(splits)
     assert set(then) == {r["name"] for r in validate}
     splits.update({r["name"]: r["split"] for r in validate})
-    # the host-phase records re-ran configurations of the matrix, in their splits
-    phases = json.loads((REPO / "bench/rows/phases-2026-12-02.json").read_text())
-    assert all(splits[r["name"]] == r["split"] for r in phases)
+    # and the checkpointed rows predicted before they ran, the same way
+    ckpt = json.loads((REPO / A.CKPT_VALIDATE).read_text())
+    then = json.loads((REPO / A.CKPT_VALIDATE_THEN).read_text())["predicted"]
+    assert {r["split"] for r in ckpt} == {"holdout"} and not {r["name"] for r in ckpt} & set(splits)
+    assert set(then) == {r["name"] for r in ckpt} and all(r["grad_ckpt"] for r in ckpt)
+    splits.update({r["name"]: r["split"] for r in ckpt})
+    # and the norm-heavy ZeRO-3 twins of 2026-12-03: new configurations holdout, each predicted then (by the model
+    # and by the alternative it tested); the rest re-ran configurations measured before, in their splits
+    norms = json.loads((REPO / A.ZERO_HOOKS_CHECK[-1]).read_text())
+    then = json.loads((REPO / A.ZERO3_NORMS_THEN).read_text())
+    assert set(then["predicted"]) == set(then["alternative"]) == {r["name"] for r in norms}
+    fresh = [r for r in norms if r["name"] not in splits]
+    assert len(fresh) == 7 and {r["split"] for r in fresh} == {"holdout"}
+    assert all(splits[r["name"]] == r["split"] for r in norms if r not in fresh)
+    splits.update({r["name"]: r["split"] for r in fresh})
+    # the host-phase records and the profiled steps re-ran configurations measured before, in their splits
+    for rel in ("bench/rows/phases-2026-12-02.json", "bench/rows/profile-steps-2026-12-02.json"):
+        again = json.loads((REPO / rel).read_text())
+        assert all(splits[r["name"]] == r["split"] for r in again), rel
     for e in report.rows:
         if e.run.source == "bench":
             # a configuration's records from another host are their own run, in the configuration's split
@@ -581,8 +599,9 @@ def test_the_zero3_decomposition_is_the_report_s_own_rows(report):
 
 def test_the_zero_twins_pair_each_zero_row_with_its_plain_twin(report):
     pairs = A.zero_hooks_pairs(report.rows)
-    rows = [r for rel in A.ZERO_HOOKS_CHECK for r in json.loads((REPO / rel).read_text())]
-    assert len(pairs) == sum(r["backend"] == "deepspeed" for r in rows) == 18
+    rows = {r["name"]: r for rel in reversed(A.ZERO_HOOKS_CHECK) for r in json.loads((REPO / rel).read_text())}.values()
+    # every ZeRO row once (the control pair of 2026-12-03 was listed before), offload rows aside
+    assert len(pairs) == sum(r["backend"] == "deepspeed" and r["offload"] == "none" for r in rows) == 22
     for p in pairs:
         z, s = p["zero"].run, p["plain"].run
         assert z.knobs["backend"] == "deepspeed" and s.knobs["backend"] == "single"

@@ -206,12 +206,43 @@ def test_recompute_adds_one_forward_and_lora_skips_weight_grads():
     ckpt = estimate_speed(m, replace(p, grad_ckpt=True), t).flops_per_step
     head = 2 * m.vocab * m.hidden * 512
     # TRL's fused LM head runs the head's GEMM once more in the backward (its logits tile recomputed), with or
-    # without LoRA: four head GEMMs in a full fine-tune, three under LoRA (no weight gradient)
-    assert (ckpt - full) == pytest.approx((full - 4 * head) / 3, rel=0.01)  # recompute skips the head
+    # without LoRA: four head GEMMs in a full fine-tune, three under LoRA (no weight gradient). The recompute skips
+    # the head, and in a full fine-tune of a Qwen2 layer also down_proj's forward: torch.utils.checkpoint's
+    # non-reentrant early stop ends the recompute once every saved tensor is rebuilt, and nothing saves down_proj's
+    # output (one fewer GEMM of 2 x hidden x intermediate FLOPs per token and layer)
+    down = 2 * m.hidden * m.intermediate * 512 * m.layers
+    assert (ckpt - full) == pytest.approx((full - 4 * head) / 3 - down, rel=0.01)
     lora = estimate_speed(m, replace(p, method="lora"), t).flops_per_step
+    lora_ckpt = estimate_speed(m, replace(p, method="lora", grad_ckpt=True), t).flops_per_step
+    # under LoRA the adapters' saved inputs keep the recompute running through down_proj: the whole forward
+    # but the head is recomputed
+    lora_fwd = (full - 4 * head) / 3 + head  # the forward (a third of the base's 6N) and its head GEMM
+    assert (lora_ckpt - lora) == pytest.approx(lora_fwd - head + 2 * m.lora_params(16) * 512, rel=0.01)
     attn = 3 * 2 * 512 * m.heads * m.head_dim * m.layers * 512
     assert (lora - head - attn - 6 * m.lora_params(16) * 512) == pytest.approx((full - head - attn) * 4 / 6,
                                                                                 rel=1e-6)
+
+
+def test_only_a_dpo_or_kto_adapter_run_scoring_its_base_pays_the_adapter_toggle(monkeypatch):
+    # DPOTrainer/KTOTrainer disable the adapters around a LoRA run's reference forward (use_adapter(model, None)):
+    # once per micro-batch, per adapted Linear (seven per Qwen2 layer with all-linear)
+    from advisor.model.speed import ADAPTER_TOGGLE_SECONDS, adapter_toggle_seconds
+
+    d = MD.dims(QWEN_7B)
+    for trainer in ("dpo", "kto"):
+        for method in ("lora", "qlora"):
+            p = make_plan(trainer=trainer, method=method, ref_model="none")
+            assert adapter_toggle_seconds(d, p) == pytest.approx(QWEN_7B.layers * 7 * ADAPTER_TOGGLE_SECONDS)
+    assert adapter_toggle_seconds(d, make_plan(trainer="dpo", method="full", ref_model="copy")) == 0.0
+    assert adapter_toggle_seconds(d, make_plan(trainer="dpo", method="lora", ref_model="precompute")) == 0.0
+    assert adapter_toggle_seconds(d, make_plan(trainer="sft", method="lora")) == 0.0
+    # it is host time in the step: a small DPO LoRA micro-batch, whose step the host sets, gets slower by it
+    p = make_plan(trainer="dpo", method="lora", ref_model="none", micro_batch=1, seq_len=256, grad_ckpt=False)
+    from advisor.model import speed as MSP
+
+    with_toggle = estimate_speed(QWEN_7B, p, target()).step_seconds
+    monkeypatch.setattr(MSP, "ADAPTER_TOGGLE_SECONDS", 0.0)
+    assert estimate_speed(QWEN_7B, p, target()).step_seconds < with_toggle
 
 
 # ---------------------------------------------------------------------------------------------------- TRL source facts
