@@ -1423,11 +1423,15 @@ def _reproducibility_section(w, rows: list[Evaluated]) -> None:
     wide = [e for e in again if e.run.step_spread > SPREAD_WIDE]
     w("### Step time measured more than once")
     w("")
+    short = remeasure_rows(rows)
+    pending = (f"; still short of them: {', '.join(r['name'] for r in short)}, which the rule picks now"
+               if short else "")
     w(f"{len(again)} configurations were measured on more than one machine or day (one H200 each; every GRPO/RLOO row "
       f"and every SFT row whose predicted step is at least {100 * MC.HOST_BOUND_NOTE_SHARE:.0f} % host-bound was "
       f"measured until it had {REMEASURE_RECORDS} records, the GRPO/RLOO rows with five measured steps: "
       "`python -m bench.accuracy --remeasure ROWS.json`, then `python -m bench.run --rows-file ROWS.json "
-      "--generation-steps 5`; the four ZeRO-3 + optimizer offload rows were measured a second time). Their step time in "
+      f"--generation-steps 5`{pending}; the four ZeRO-3 + optimizer offload rows were measured a second time). "
+      "Their step time in "
       "every table is the median of their records (bench/accuracy.py step_of_records); memory comes from the last "
       f"record. Spread is the largest record / the smallest - 1: median {_pct(_median(spreads), False)}, worst "
       f"{_pct(max(spreads), False)}; {len(wide)} configurations spread more than {100 * SPREAD_WIDE:.0f} %, and "
