@@ -63,7 +63,8 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/phases-h200-2026-12-02.jsonl", "bench/results/h200-2026-12-02-family-check.jsonl",
            "bench/results/h200-2026-12-02-family-validate.jsonl", "bench/results/h200-2026-12-02-offload-again.jsonl",
            "bench/results/h200-2026-12-02-ckpt-validate.jsonl", "bench/results/h200-2026-12-02-profile-steps.jsonl",
-           "bench/results/h200-2026-12-03-zero3-norms.jsonl")
+           "bench/results/h200-2026-12-03-zero3-norms.jsonl", "bench/results/h200-2026-12-03-zero3-norms-2.jsonl",
+           "bench/results/h200-2026-12-03-zero3-norms-3.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -1597,15 +1598,21 @@ norms' share of ZeRO-3's hooks (speed.ZERO3_PERSISTENT_HOOK_FRACTION): ZeRO-3 tw
 predictions and the alternative's (ZERO3_NORMS_THEN) before they ran; its offload row is a third record of a
 configuration measured before, not a twin."""
 ZERO3_NORMS_THEN = "bench/rows/zero3-norms-2026-12-03-predicted.json"
+ZERO3_NORMS_ROUND = "bench/results/h200-2026-12-03-zero3-norms.jsonl"
+"""The round those predictions were written for (the first; two more machines ran the ZeRO-3 pairs again)."""
 ZERO_HOOKS_ROUNDS = ("bench/results/h200-2026-12-02-zero-hooks.jsonl", "bench/results/h200-2026-12-02-zero-hooks-2.jsonl",
                      "bench/results/h200-2026-12-02-zero-hooks-3.jsonl", "bench/results/h200-2026-12-02-zero-lora.jsonl",
                      "bench/results/h200-2026-12-02-zero-lora-memory.jsonl",
                      "bench/results/h200-2026-12-02-zero-lora-2.jsonl",
-                     "bench/results/h200-2026-12-03-zero3-norms.jsonl")
+                     "bench/results/h200-2026-12-03-zero3-norms.jsonl",
+                     "bench/results/h200-2026-12-03-zero3-norms-2.jsonl",
+                     "bench/results/h200-2026-12-03-zero3-norms-3.jsonl")
 """The check's rounds, each on one machine (a fresh machine each; the third re-ran the host-bound pairs, the fourth
 machine ran the LoRA pairs of the second rows file, the fifth those of the third: LoRA without checkpointing, whose
 ZeRO-3 memory the fourth found under-predicted; the sixth ran the LoRA pairs of both again; the seventh the
-norm-heavy twins of 2026-12-03)."""
+norm-heavy twins of 2026-12-03, the eighth and ninth their ZeRO-3 pairs again
+(bench/rows/zero3-norms-again-2026-12-03.json: the re-measure rule's two missing records of the Gemma-3 ZeRO-3 row,
+with its twin and the other pairs, each round on a fresh machine))."""
 
 
 def zero_hooks_pairs(rows: list[Evaluated], root: Path = REPO) -> list[dict[str, Any]]:
@@ -1684,7 +1691,7 @@ def _zero3_norms_section(w, rows: list[Evaluated]) -> None:
     as whole modules) and by the alternative they tested (norms at no fetch), the measurement, and the model now."""
     then = json.loads((REPO / ZERO3_NORMS_THEN).read_text())
     by = {e.run.name: e for e in rows if e.run.status == "ok"}
-    round_file = ZERO_HOOKS_ROUNDS[-1]
+    round_file = ZERO3_NORMS_ROUND
     got = [(n, p, by[n]) for n, p in then["predicted"].items() if n in by and by[n].run.step_in(round_file)]
     if not got:
         return
@@ -1697,7 +1704,8 @@ def _zero3_norms_section(w, rows: list[Evaluated]) -> None:
       f"(ZERO3_PERSISTENT_HOOK_FRACTION = {S.ZERO3_PERSISTENT_HOOK_FRACTION}), against the configuration's "
       "median record.")
     w("")
-    w("| row | persistent / parameter-holding modules | measured (s) | then: model | then: alternative | now |")
+    w("| row | persistent / parameter-holding modules | measured that round (s) | then: model | then: alternative | "
+      "now (against the median record) |")
     w("|---|---|---|---|---|---|")
     for name, p, e in got:
         m = e.run.step_in(round_file)
@@ -1959,7 +1967,10 @@ def render_markdown(report: Report) -> str:
       "libraries' source, not fitted values). The speed constants were refitted jointly on the fit rows of every "
       "file (issue 14), except BNB_MATMUL_SECONDS (its note says why); after the 2026-12-01 re-measurements, the two "
       "generation constants alone (known gaps); on 2026-12-02, once the GPU's rates were measured by kernel (below), "
-      "every host-side constant here, BNB_MATMUL_SECONDS included. Each constant's docstring has the evidence. To check the generation "
+      "every host-side constant here, BNB_MATMUL_SECONDS included; not since the checkpointed recompute's early stop "
+      "and the norms' share of ZeRO-3's hooks (2026-12-03): a joint refit then would move DS_FETCH_SECONDS to about "
+      "1.0e-3, where bench/zero3_hook_probe.py times 7.3e-4 per partitioned module and pass on the H200 host, and "
+      "make the holdout worse (DS_FETCH_SECONDS' note). Each constant's docstring has the evidence. To check the generation "
       "constants are at their optimum, and to see what the others would move to: `python tests/model/calibrate.py "
       + " ".join(RESULTS) + f" {SPOT} --split fit --coordinate DECODE_LAUNCH_SECONDS,GENERATE_CALL_SECONDS` (then "
       "`--coordinate " + ",".join(n for mod, n, *_ in FITTED if mod is S) + "`).")

@@ -193,7 +193,11 @@ one 1-GPU H200 machine (bench/rows/z3-decompose-2026-12-01.json), ZeRO-3 added 0
 tensors) and 0.90 s to Qwen2.5-1.5B (255 modules, 338 tensors), following modules rather than tensors; fitted with
 DS_GRAD_HOOK_SECONDS on the fit rows: 7.5e-4 per module-pass. Refitted (7.5e-4 before) on the fit rows once the GPU's
 rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were their own terms,
-and forward and backward overlapped apart."""
+and forward and backward overlapped apart. Not refitted once the norms were counted at ZERO3_PERSISTENT_HOOK_FRACTION:
+bench/zero3_hook_probe.py times 729 us per partitioned module and forward pass on the H200 host, within 6 % of this
+value, while a joint refit of the speed constants on the fit rows (seven ZeRO-3 rows, Qwen2 and SmolLM of the
+2026-11-29 and 12-01 hosts) moves it to 9.8e-4 and the holdout's step median from 4.45 to 4.98 % (runs over 20 %: 9
+to 17 of 136)."""
 ZERO3_PERSISTENT_HOOK_FRACTION = 0.228
 """What ZeRO-3's hooks cost on a module whose parameters all stay gathered (Dims.persistent_modules: the norms), per
 pass, as a fraction of a partitioned module's DS_FETCH_SECONDS. Its fetch finds every parameter available (no

@@ -134,7 +134,8 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     assert all(splits[r["name"]] == r["split"] for r in norms if r not in fresh)
     splits.update({r["name"]: r["split"] for r in fresh})
     # the host-phase records and the profiled steps re-ran configurations measured before, in their splits
-    for rel in ("bench/rows/phases-2026-12-02.json", "bench/rows/profile-steps-2026-12-02.json"):
+    for rel in ("bench/rows/phases-2026-12-02.json", "bench/rows/profile-steps-2026-12-02.json",
+                "bench/rows/zero3-norms-again-2026-12-03.json"):
         again = json.loads((REPO / rel).read_text())
         assert all(splits[r["name"]] == r["split"] for r in again), rel
     for e in report.rows:
