@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from bench.rows_file import save_json
+from bench.rows_file import new_output_problem, save_json
 
 MODELS = ("qwen3-1.7b", "qwen2.5-3b", "qwen2.5-7b", "llama-3.2-1b", "llama-3.1-8b", "gemma-2-2b", "phi-3-mini")
 """Dense models the benchmark trains with LoRA (MoE experts are not adapted): 16 to 42 layers, 4 to 7 Linears each."""
@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--models: unknown model {m!r}")
         if spec.is_moe:
             ap.error(f"--models: {m} is a MoE model (its experts are not adapted)")
-    import os
 
-    if os.path.exists(a.out):
-        ap.error(f"--out {a.out} exists; this probe never overwrites a file")
+    problem = new_output_problem(a.out)
+    if problem:
+        ap.error(f"--out {problem}")
     import peft
     import torch
     import transformers

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from bench.rows_file import save_json
+from bench.rows_file import new_output_problem, save_json
 
 REPEATS = 5
 
@@ -75,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.elements < 1_000_000:
         print("--elements must be at least 1000000 (copies below that time their launch)", file=sys.stderr)
         return 2
-    if os.path.exists(a.out):
-        print(f"{a.out} exists; name a new file", file=sys.stderr)
+    problem = new_output_problem(a.out)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     import torch
 

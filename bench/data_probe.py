@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import random
 import sys
@@ -22,7 +21,7 @@ import time
 import warnings
 from typing import Any
 
-from bench.rows_file import save_json
+from bench.rows_file import new_output_problem, save_json
 
 CASES = ((1024, 64), (1024, 16), (2048, 8), (4096, 4), (8192, 2))
 """(sequence length, micro-batch) of the batches timed."""
@@ -67,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.data_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write (must not exist)")
     a = ap.parse_args(argv)
-    if os.path.exists(a.out):
-        ap.error(f"{a.out} exists; choose a new file")
+    problem = new_output_problem(a.out)
+    if problem:
+        ap.error(problem)
     warnings.filterwarnings("ignore")
     import tempfile
 

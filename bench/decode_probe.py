@@ -26,7 +26,7 @@ from typing import Any
 from bench.host_probe import device as _device
 from bench.host_probe import host_probe
 from bench.host_probe import sync as _sync
-from bench.rows_file import save_json
+from bench.rows_file import new_output_problem, save_json
 
 DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-3b")
 PROMPTS = (128, 1024, 2048)
@@ -118,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", default=",".join(map(str, PROMPTS)), help="prompt lengths, tokens")
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)), help="sequences generated at once")
     a = ap.parse_args(argv)
-    if os.path.exists(a.out):
-        ap.error(f"{a.out} exists; choose a new file")
+    problem = new_output_problem(a.out)
+    if problem:
+        ap.error(problem)
     try:
         prompts = [int(x) for x in a.prompts.split(",")]
         batches = [int(x) for x in a.batches.split(",")]

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
 import time
 from typing import Any
 
-from bench.rows_file import save_json
+from bench.rows_file import new_output_problem, save_json
 
 CASES = (("qwen2.5-0.5b", "full", 2048, 8), ("smollm2-360m", "full", 2048, 8), ("qwen3-0.6b", "full", 2048, 8),
          ("gemma-3-1b", "full", 2048, 8), ("llama-3.2-1b", "full", 4096, 4), ("llama-3.2-1b", "full", 8192, 2),
@@ -344,8 +343,9 @@ def checked_cases(ap: argparse.ArgumentParser, a: argparse.Namespace, default, e
     import of torch: a usage error exits 2 with one line, writing nothing."""
     if not a.out:
         ap.error("--out is required")
-    if os.path.exists(a.out):
-        ap.error(f"{a.out} exists; choose a new file")
+    problem = new_output_problem(a.out)
+    if problem:
+        ap.error(problem)
     if not a.cases:
         return default
     try:

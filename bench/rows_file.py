@@ -7,6 +7,21 @@ import json
 from pathlib import Path
 
 
+def new_output_problem(path: str) -> str | None:
+    """Why a probe cannot write its results to `path` (None when it can): a file already there is never replaced,
+    and a missing folder is found before the probe runs for minutes, not when it first saves."""
+    import os
+
+    if os.path.exists(path):
+        return f"{path} exists; choose a new file (a probe never overwrites one)"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"{path}: no folder {folder}; create it first"
+    if not os.access(folder, os.W_OK):
+        return f"{path}: cannot write into {folder}"
+    return None
+
+
 def write_new(path: Path, rows: list[dict], *, same_ok: bool = False) -> str | None:
     """Create `path` with `rows`; None when written, else a one-line reason. An existing file is never replaced:
     with same_ok, one that already holds exactly these rows counts as written (a run resumed with the same --out)."""

@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from bench.copy_probe import timed_median
-from bench.rows_file import save_json
+from bench.rows_file import new_output_problem, save_json
 
 KINDS = ("partitioned", "persistent", "paramless")
 TOKENS = 8
@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--modules must be 8 to 2048: fewer hide the hooks in the timing noise")
     if not 64 <= a.hidden <= 8192 or a.hidden % 64:
         ap.error("--hidden must be a multiple of 64 from 64 to 8192")
-    if os.path.exists(a.out):
-        ap.error(f"--out {a.out} exists; this probe never overwrites a file")
+    problem = new_output_problem(a.out)
+    if problem:
+        ap.error(f"--out {problem}")
     import torch
 
     if not torch.cuda.is_available():

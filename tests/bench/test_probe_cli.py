@@ -117,3 +117,12 @@ def test_the_zero3_hook_probe_needs_a_gpu(tmp_path):
     done = _run("bench.zero3_hook_probe", "--out", str(tmp_path / "z.json"))
     assert done.returncode == 1 and "no CUDA GPU" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "z.json").exists()
+
+
+@pytest.mark.parametrize("probe", PROBES + ("bench.data_probe", "bench.decode_probe"))
+def test_an_output_in_a_missing_folder_is_refused_before_the_probe_runs(tmp_path, probe):
+    # found at the command line, not when the probe first saves after minutes of measuring
+    out = tmp_path / "no-such-folder" / "p.json"
+    done = _run(probe, "--out", str(out))
+    assert done.returncode == 2 and "no folder" in done.stderr and "Traceback" not in done.stderr
+    assert not out.parent.exists()
