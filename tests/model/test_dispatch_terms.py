@@ -1,7 +1,9 @@
 """The dispatch probe's records and what bench/dispatch_terms.py reads off them (bench/results/dispatch-probe-*.json).
-The speed model does not use these values yet: with them its fit moved OVERLAP_P and DeepSpeed's hook constants in a
-way that broke the ZeRO twins' ordering (tests/model/test_accuracy.py, branch dispatch-probe); until that is explained
-they are data."""
+The speed model takes the forward's share of checkpointing's host cost from them (CKPT_FORWARD_SHARE), held here to
+the derivation; the per-layer total stays fitted (CKPT_LAYER_SECONDS' note, docs/accuracy.md). The kernel counts and
+LAUNCH_SECONDS stay the model's own: with all of the probe's values its fit moved
+OVERLAP_P and DeepSpeed's hook constants in a way that broke the ZeRO twins' ordering (tests/model/test_accuracy.py);
+until that is explained they are data."""
 
 from __future__ import annotations
 
@@ -27,6 +29,44 @@ def test_derivation_reads_the_committed_probes(cases):
     assert got["KERNELS_FWD_PER_LAYER"] == 40  # transformers' Llama/Qwen2 layer: the count the model uses
     assert 15e-6 < got["LAUNCH_SECONDS"] < 40e-6
     assert 1e-3 < got["CKPT_LAYER_SECONDS"] < 5e-3 and 0 < got["CKPT_FORWARD_SHARE"] < 1
+
+
+def test_checkpoint_constants_are_the_probes(cases):
+    """The model's measured checkpointing constant is the probe's median (to the three digits written), and the report
+    names it as measured, not fitted."""
+    from advisor.model import speed as S
+    from bench import accuracy as A
+
+    got = D.derived(cases)
+    for name in A.DISPATCH_MEASURED:
+        assert getattr(S, name) == pytest.approx(got[name], rel=5e-3), (name, getattr(S, name), got[name])
+    assert not {name for _, name, *_ in A.FITTED} & set(A.DISPATCH_MEASURED), "a constant is either measured or fitted"
+
+
+def test_checkpoint_cost_splits_between_forward_and_backward():
+    """A checkpointed micro-batch's forward pays CKPT_FORWARD_SHARE of the per-layer cost and the whole step pays all
+    of it: the forward's and the backward's dispatch against the same plan without checkpointing."""
+    from dataclasses import replace
+
+    from advisor.catalog import resolve_gpu, resolve_model
+    from advisor.core.target import Target
+    from advisor.model import dims as MD
+    from advisor.model import speed as S
+    from advisor.model.bench_rows import plan_from_bench_row
+    from bench.matrix import row
+
+    model = resolve_model("qwen2.5-0.5b")
+    d = MD.dims(model)
+    target = Target(gpu=resolve_gpu("H200"), gpus_per_node=1, nodes=1)
+    plain = plan_from_bench_row(row("qwen2.5-0.5b", method="full", ckpt=False, seq=512, mb=1, liger=False))
+    ckpt = replace(plain, grad_ckpt=True)
+    a = S.micro_batch_times(d, model, plain, target, MD.Precision.of(plain))
+    b = S.micro_batch_times(d, model, ckpt, target, MD.Precision.of(ckpt))
+    per_layer = d.L * S.CKPT_LAYER_SECONDS
+    assert b["dispatch_forward"] - a["dispatch_forward"] == pytest.approx(per_layer * S.CKPT_FORWARD_SHARE)
+    recompute = b["dispatch"] - a["dispatch"] - per_layer
+    assert recompute > 0  # the recomputed forward's launches come on top
+    assert b["dispatch"] - b["dispatch_forward"] > a["dispatch"] - a["dispatch_forward"] + per_layer * 0.5
 
 
 def test_kernel_line_recovers_known_counts():
