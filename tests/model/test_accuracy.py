@@ -50,12 +50,13 @@ def test_every_measured_row_is_in_the_report(report):
     # new configurations, and 6 runs of other hosts' records: four with 8 CPUs, two configurations first measured on
     # the 32-CPU machine whose 16-CPU records are their own run), and the 15 family rows of
     # bench/rows/family-check-2026-12-02.json and the 16 of family-validate-2026-12-02.json, and the 12 checkpointed
-    # rows of ckpt-validate-2026-12-02.json, and the 7 new ZeRO-3 twins of zero3-norms-2026-12-03.json. The
+    # rows of ckpt-validate-2026-12-02.json, and the 7 new ZeRO-3 twins of zero3-norms-2026-12-03.json, and the 5
+    # new configurations of ckpt-overlap-2026-12-03.json (checkpointed and plain twins, profiled). The
     # re-measurements (and the host-phase records of
     # bench/rows/phases-2026-12-02.json, and the profiled steps of profile-steps-2026-12-02.json) add records, not rows.
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
-    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6 + 15 + 16 + 12 + 7
+    assert sum(e.run.status == "ok" for e in bench) == 58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6 + 15 + 16 + 12 + 7 + 5
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
@@ -132,6 +133,13 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     fresh = [r for r in norms if r["name"] not in splits]
     assert len(fresh) == 7 and {r["split"] for r in fresh} == {"holdout"}
     assert all(splits[r["name"]] == r["split"] for r in norms if r not in fresh)
+    splits.update({r["name"]: r["split"] for r in fresh})
+    # the profiled checkpointing twins of 2026-12-03: new configurations holdout, the others in their splits
+    overlap = json.loads((REPO / A.CKPT_OVERLAP_CHECK).read_text())
+    fresh = [r for r in overlap if r["name"] not in splits]
+    assert len(fresh) == 5 and {r["split"] for r in fresh} == {"holdout"}
+    assert all(splits[r["name"]] == r["split"] for r in overlap if r not in fresh)
+    assert all(r.get("profile_step") for r in overlap)
     splits.update({r["name"]: r["split"] for r in fresh})
     # the host-phase records and the profiled steps re-ran configurations measured before, in their splits
     for rel in ("bench/rows/phases-2026-12-02.json", "bench/rows/profile-steps-2026-12-02.json",
