@@ -1162,7 +1162,7 @@ def checkpoint_profiles(rows_file: str | None = None, root: Path = REPO) -> list
     for rel in RESULTS:
         for rec in _read_jsonl(root / rel):
             if rec.get("name") in recs and rec.get("status") == "ok" and rec.get("profile"):
-                recs[rec["name"]].append(rec)
+                recs[rec["name"]].append({**rec, "_file": rel})
     gpu = resolve_gpu(GPU_ID)
     out = []
     for name in names:
@@ -1179,11 +1179,13 @@ def checkpoint_profiles(rows_file: str | None = None, root: Path = REPO) -> list
         spd = estimate_speed(model, plan, target, estimate_memory(model, plan, target))
 
         def med(key: str, got: list[dict] = got) -> float:
-            return statistics.median(p[key] / p["micro_batches"] for r in got for p in r["timing"]["phases"][1:])
+            # the measured steps' phases: the last measured_steps of them (the warm-up steps come first)
+            return statistics.median(p[key] / p["micro_batches"] for r in got
+                                     for p in r["timing"]["phases"][-int(r["timing"]["measured_steps"]):])
 
         out.append({
-            "name": name, "records": len(got), "grad_ckpt": plan.grad_ckpt,
-            "step": statistics.median(statistics.median(r["timing"]["step_seconds"][1:]) for r in got),
+            "name": name, "records": len(got), "files": len({r["_file"] for r in got}), "grad_ckpt": plan.grad_ckpt,
+            "step": statistics.median(r["timing"]["median_step_seconds"] for r in got),
             "kernel_s": statistics.median(r["profile"]["kernel_s"] for r in got),
             "forward_host": med("forward_host_s"), "backward_host": med("backward_host_s"),
             "pred_step": spd.step_seconds, "pred_gpu": micro["gpu"], "pred_dispatch_fwd": micro["dispatch_forward"],
@@ -1195,7 +1197,8 @@ def _checkpoint_profile_table(w) -> None:
     got = checkpoint_profiles()
     if not got:
         return
-    w(f"Profiled steps (`{CKPT_OVERLAP_CHECK}`, one machine, two rounds): the step's median, the profiled step's GPU "
+    rounds = max(r["files"] for r in got)
+    w(f"Profiled steps (`{CKPT_OVERLAP_CHECK}`, {rounds} rounds): the step's median, the profiled step's GPU "
       "kernel time and the host's forward and backward phase per micro-batch (up to TRL's metric sync, and from "
       "there to the end of the backward; the host's own time where it sets the step), against the model's step, "
       "GPU time and dispatch for them.")

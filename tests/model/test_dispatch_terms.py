@@ -86,3 +86,31 @@ def test_terms_cli_takes_no_arguments():
     done = subprocess.run([sys.executable, "-m", "bench.dispatch_terms", "--bogus"], capture_output=True, text=True,
                           cwd=REPO, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_checkpoint_bands_compare_the_probe_value_and_restore_the_model():
+    """The report's comparison of the fitted and the probe's per-layer cost predicts the same checkpointed runs with
+    each, and leaves the model's constant as it was."""
+    from advisor.model import speed as S
+    from bench import accuracy as A
+
+    rows = A.build().rows
+    before = S.CKPT_LAYER_SECONDS
+    fitted = A.checkpoint_band_errors(rows, before)
+    probe = A.checkpoint_band_errors(rows, D.derived()["CKPT_LAYER_SECONDS"])
+    assert S.CKPT_LAYER_SECONDS == before
+    assert [len(b) for b in fitted] == [len(b) for b in probe] and sum(map(len, fitted)) >= 100
+    # a lower per-layer cost never makes a checkpointed step slower
+    assert all(p <= f + 1e-12 for fb, pb in zip(fitted, probe, strict=True) for f, p in zip(fb, pb, strict=True))
+
+
+def test_profiled_checkpoint_steps_put_the_gap_on_the_host():
+    """Every profiled twin's GPU kernel time is the model's GPU time within 15 ms: what the step time misses is the
+    host's (the report's 'Profiled steps' table)."""
+    from bench import accuracy as A
+
+    got = A.checkpoint_profiles()
+    assert len(got) == 10 and {r["grad_ckpt"] for r in got} == {True, False}
+    off = [(r["name"], round(r["kernel_s"], 3), round(r["pred_gpu"], 3)) for r in got
+           if abs(r["kernel_s"] - r["pred_gpu"]) > 0.015]
+    assert not off, off
