@@ -65,7 +65,8 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-02-ckpt-validate.jsonl", "bench/results/h200-2026-12-02-profile-steps.jsonl",
            "bench/results/h200-2026-12-03-zero3-norms.jsonl", "bench/results/h200-2026-12-03-zero3-norms-2.jsonl",
            "bench/results/h200-2026-12-03-zero3-norms-3.jsonl", "bench/results/h200-2026-12-03-ckpt-overlap.jsonl",
-           "bench/results/h200-2026-12-03-ckpt-overlap-2.jsonl")
+           "bench/results/h200-2026-12-03-ckpt-overlap-2.jsonl", "bench/results/h200-2026-12-03-ckpt-overlap-3.jsonl",
+           "bench/results/h200-2026-12-03-ckpt-overlap-4.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -1151,6 +1152,11 @@ def _checkpoint_dispatch_section(w, rows: list[Evaluated]) -> None:
     _checkpoint_profile_table(w)
 
 
+LONG_RECORD_STEPS = 10
+"""Records of at least this many measured steps (bench.run --steps) count as long: the median of 15 steps against the
+usual 3 tells whether more steps make a host-bound configuration's record reproducible."""
+
+
 def checkpoint_profiles(rows_file: str | None = None, root: Path = REPO) -> list[dict[str, Any]]:
     """Per configuration of the profiled checkpointing twins: the medians over its records in the results files of
     RESULTS of the step, the profiled step's GPU kernel time and the host's forward and backward phases per
@@ -1185,6 +1191,12 @@ def checkpoint_profiles(rows_file: str | None = None, root: Path = REPO) -> list
 
         out.append({
             "name": name, "records": len(got), "files": len({r["_file"] for r in got}), "grad_ckpt": plan.grad_ckpt,
+            "long_records": [r["timing"]["median_step_seconds"] for r in got
+                             if int(r["timing"]["measured_steps"]) >= LONG_RECORD_STEPS],
+            "short_records": [r["timing"]["median_step_seconds"] for r in got
+                              if int(r["timing"]["measured_steps"]) < LONG_RECORD_STEPS],
+            "long_host_us": [v["nograd_op_us"] for r in got if int(r["timing"]["measured_steps"]) >= LONG_RECORD_STEPS
+                             for v in (r.get("host_probe") or {}).values() if isinstance(v, dict) and "nograd_op_us" in v],
             "step": statistics.median(r["timing"]["median_step_seconds"] for r in got),
             "kernel_s": statistics.median(r["profile"]["kernel_s"] for r in got),
             "forward_host": med("forward_host_s"), "backward_host": med("backward_host_s"),
@@ -1212,6 +1224,19 @@ def _checkpoint_profile_table(w) -> None:
           f"{r['forward_host']:.3f} / {r['pred_dispatch_fwd']:.3f} s | {r['backward_host']:.3f} / "
           f"{r['pred_dispatch_bwd']:.3f} s |")
     w("")
+    def spreads(key: str) -> list[float]:
+        return [max(r[key]) / min(r[key]) - 1 for r in got if len(r[key]) > 1]
+
+    long, short = spreads("long_records"), spreads("short_records")
+    host = [v for r in got for v in r["long_host_us"]]
+    if long and short and host:
+        w(f"Records of {LONG_RECORD_STEPS} or more measured steps (`bench.run --steps 15`), two or more of each "
+          f"configuration: their medians lie {min(long):.0%}-{max(long):.0%} apart (median {_median(long):.0%}); the "
+          f"3-step records of the same configurations {min(short):.0%}-{max(short):.0%} (median "
+          f"{_median(short):.0%}). More steps do not make a host-bound record reproducible: the host's state over "
+          f"minutes moves it (its 1-element CUDA op took {min(host):.1f}-{max(host):.1f} us under no_grad within "
+          "those rounds, bench.host_probe).")
+        w("")
     gap = max(abs(r["kernel_s"] - r["pred_gpu"]) for r in got)
     w(f"The GPU kernel time is the model's within {gap * 1e3:.0f} ms on every row; where a step is off, its host "
       "phases are: the forward's and backward's host time of one configuration differ by up to half between two "
