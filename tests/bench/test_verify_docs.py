@@ -163,3 +163,21 @@ def test_the_host_bound_grpo_bundle_run_on_the_gpu_got_the_host_bound_cap():
     assert v["tolerance"]["tokens_per_second_spread_cap_pct"] == HOST_BOUND_SPREAD_CAP_PCT
     speed = next(s for s in v["steps"] if s["name"] == "speed")
     assert speed["status"] == "pass" and speed["warnings"] == []
+
+
+def test_step_noise_samples_as_many_steps_as_verify_times(tmp_path):
+    """A long calibration record counts its first QUICK_TIMED_STEPS timed steps, as many as verify's quick run: a
+    slow 12th step does not widen the cap that a 4-step run is judged by."""
+    import json
+
+    from advisor.verify.limits import QUICK_TIMED_STEPS
+
+    results = tmp_path / D.RESULTS
+    results.mkdir(parents=True)
+    steps = [5.0] + [0.1] * QUICK_TIMED_STEPS + [0.1] * 6 + [0.3]
+    rec = {"status": "ok", "name": "x", "row": {"grad_accum": 1}, "timing": {"step_seconds": steps}}
+    (results / "h200-test.jsonl").write_text(json.dumps(rec) + "\n")
+    assert D.step_noise(tmp_path) == [0.0]
+    rec["timing"]["step_seconds"] = [5.0, 0.1, 0.1, 0.15, 0.1] + [0.1] * 8
+    (results / "h200-test.jsonl").write_text(json.dumps(rec) + "\n")
+    assert D.step_noise(tmp_path) == [pytest.approx(50.0)]
