@@ -139,8 +139,9 @@ tests/model/test_dispatch_terms.py holds the value to it). The fitted model put 
 small checkpointed runs' measured host phases (`timing.phases`: sft-l1b s1024 b2, sft-q0.5b s512 b1 and s1024 b2
 ga4) were 1.4-1.9x shorter, and their forwards 1.8-2.1x longer, than it predicted. The forward and the backward each
 overlap their own dispatch with their GPU work (estimate_speed), so where the cost falls matters once the GPU time is
-comparable: holdout step median 4.45 -> 4.33 %. The other host constants were left as fitted: a joint refit with the
-share in would take the holdout's step median to 5.29 % (runs over 20 % 9 -> 12 of 136)."""
+comparable: holdout step median 4.45 -> 4.33 % over the 242 runs of then. The other host constants were left as
+fitted: a joint refit with the share in would have taken that holdout's step median to 5.29 % (runs over 20 % 9 -> 12
+of 136)."""
 MEM_BW_EFFICIENCY = 0.8
 """Fraction of the HBM bandwidth streaming kernels (optimizer, dequantization, decode) reach."""
 ELEMENTWISE_BW_EFFICIENCY = 0.51
