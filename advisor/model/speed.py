@@ -126,9 +126,9 @@ OVERLAP_P. Refitted (3.79e-3 before) on the fit rows once the GPU's rates were m
 overlapped apart. Kept fitted, not set to what bench/dispatch_probe.py measures on a tiny micro-batch (the step with
 checkpointing less without it, less the recomputed kernels' launches: 0.72-3.72 ms per layer over 16 cases of seven
 models on two H200 hosts, median 2.74 ms; bench/dispatch_terms.py): with the probe's value the checkpointed runs the
-host sets almost alone (host-bound share 75-100 %) come closer (median |error| 12.2 -> 9.6 %), but those where host
-and GPU take about as long (25-75 %) fall short by 12-21 % (median 8.3 -> 13.8 %), a class the fitted value serves
-(docs/accuracy.md, 'Checkpointing's host cost'). What the checkpointed backward pays there beyond its dispatch is
+host sets almost alone (host-bound share 75-100 %) come closer (median |error| 12.2 -> 9.6 % over 247 runs), but
+those where host and GPU take about as long (25-75 %) fall short by 12-21 % (median 8.8 -> 13.0 %), a class the
+fitted value serves (docs/accuracy.md, 'Checkpointing's host cost', has the current figures). What the checkpointed backward pays there beyond its dispatch is
 not measured apart; a lower overlap exponent for that backward alone (tried 2.5-6) leaves the middle band's median
 at 11-14 %."""
 CKPT_FORWARD_SHARE = 0.334
