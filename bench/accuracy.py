@@ -1200,6 +1200,7 @@ def checkpoint_profiles(rows_file: str | None = None, root: Path = REPO) -> list
             "step": statistics.median(r["timing"]["median_step_seconds"] for r in got),
             "kernel_s": statistics.median(r["profile"]["kernel_s"] for r in got),
             "forward_host": med("forward_host_s"), "backward_host": med("backward_host_s"),
+            "host_records": [med("forward_host_s", [r]) + med("backward_host_s", [r]) for r in got],
             "pred_step": spd.step_seconds, "pred_gpu": micro["gpu"], "pred_dispatch_fwd": micro["dispatch_forward"],
             "pred_dispatch_bwd": micro["dispatch"] - micro["dispatch_forward"]})
     return out
@@ -1238,11 +1239,20 @@ def _checkpoint_profile_table(w) -> None:
           "those rounds, bench.host_probe).")
         w("")
     gap = max(abs(r["kernel_s"] - r["pred_gpu"]) for r in got)
+    rounds_apart = [max(r["host_records"]) / min(r["host_records"]) - 1 for r in got if len(r["host_records"]) > 1]
+    plain = [r for r in got if not r["grad_ckpt"]]
+    ratios = [r["forward_host"] / r["pred_dispatch_fwd"] for r in plain] + [
+        r["backward_host"] / r["pred_dispatch_bwd"] for r in plain]
+    from bench import dispatch_terms as DT
+
+    counts = [1 - DT.model_kernels(c) / c["no_ckpt"]["tiny"]["step"]["kernels"] for c in DT.load()
+              if c["method"] == "full"]
     w(f"The GPU kernel time is the model's within {gap * 1e3:.0f} ms on every row; where a step is off, its host "
-      "phases are: the forward's and backward's host time of one configuration differ by up to half between two "
-      "rounds on one machine, and the plain Qwen2.5-0.5B twins' host phases are 1.4-1.7 times the dispatch the model "
-      "counts (for this model its kernel count is 18 % below what bench/dispatch_probe.py counts on a tiny batch, "
-      "11-19 % over the probe's full fine-tunes: `python -m bench.dispatch_terms`).")
+      f"phases are: a configuration's host time per micro-batch (forward and backward) differs by up to "
+      f"{max(rounds_apart):.0%} between its records, and the plain twins' host phases are "
+      f"{min(ratios):.2f}-{max(ratios):.2f} times the dispatch the model counts (its kernel count is "
+      f"{min(counts):.0%}-{max(counts):.0%} below what bench/dispatch_probe.py counts on a tiny batch of the probe's "
+      "full fine-tunes: `python -m bench.dispatch_terms`).")
     w("")
 
 
@@ -1760,10 +1770,10 @@ ZERO3_NORMS_THEN = "bench/rows/zero3-norms-2026-12-03-predicted.json"
 CKPT_OVERLAP_CHECK = "bench/rows/ckpt-overlap-2026-12-03.json"
 """Four checkpointed full fine-tunes of 0.5-1.5B models next to their twins without checkpointing, the host-bound
 Qwen2.5-0.5B at micro-batch 1 and a checkpointed DPO row, each step profiled (`profile_step`), to see where a
-checkpointed micro-batch's time goes when host and GPU take about as long: their GPU kernel time is within 3-16 % of
-the model's GPU time but for the micro-batch-1 row's few milliseconds, the rest is the host's (docs/accuracy.md,
-'Checkpointing's host cost'). Five new configurations
-(holdout), the rest re-measured in their splits; measured to take the step apart, not predicted before they ran."""
+checkpointed micro-batch's time goes when host and GPU take about as long: their GPU kernel time is the model's GPU
+time within milliseconds (docs/accuracy.md, 'Checkpointing's host cost', has the figure; a test holds 15 ms), the rest
+is the host's. Five new configurations (holdout), the rest re-measured in their splits; measured to take the step
+apart, not predicted before they ran."""
 ZERO3_NORMS_ROUND = "bench/results/h200-2026-12-03-zero3-norms.jsonl"
 """The round those predictions were written for (the first; two more machines ran the ZeRO-3 pairs again)."""
 ZERO_HOOKS_ROUNDS = ("bench/results/h200-2026-12-02-zero-hooks.jsonl", "bench/results/h200-2026-12-02-zero-hooks-2.jsonl",
