@@ -1196,7 +1196,8 @@ def checkpoint_profiles(rows_file: str | None = None, root: Path = REPO) -> list
             "short_records": [r["timing"]["median_step_seconds"] for r in got
                               if int(r["timing"]["measured_steps"]) < LONG_RECORD_STEPS],
             "long_host_us": [v["nograd_op_us"] for r in got if int(r["timing"]["measured_steps"]) >= LONG_RECORD_STEPS
-                             for v in (r.get("host_probe") or {}).values() if isinstance(v, dict) and "nograd_op_us" in v],
+                             for v in (r.get("host_probe") or {}).values()
+                             if isinstance(v, dict) and "nograd_op_us" in v],
             "step": statistics.median(r["timing"]["median_step_seconds"] for r in got),
             "kernel_s": statistics.median(r["profile"]["kernel_s"] for r in got),
             "forward_host": med("forward_host_s"), "backward_host": med("backward_host_s"),

@@ -474,7 +474,8 @@ def _tolerance_section(w, root: Path, recs, base: float, cap: float) -> None:
     w("")
     w(f"- Noise of short runs: over {len(noise)} calibration runs (`{RESULTS}/{CALIBRATION_GLOB}`, status ok, the "
       f"warm-up verify drops removed, the first {QUICK_TIMED_STEPS} timed steps of each: as many as verify's quick "
-      "run times, since the largest deviation grows with the steps sampled), the largest deviation of a timed step from its run's median is "
+      "run times, since the largest deviation grows with the steps sampled), the largest deviation of a timed step "
+      "from its run's median is "
       f"{_quantile(noise, 0.5):.1f} % at the median, {_quantile(noise, 0.9):.1f} % at the 90th percentile, "
       f"{noise[-1] if noise else math.nan:.1f} % at worst: {gpu_noise[-1] if gpu_noise else math.nan:.1f} % at "
       f"worst over the {len(gpu_noise)} whose step the GPU sets, {host_noise[-1] if host_noise else math.nan:.1f} % "

@@ -128,8 +128,8 @@ checkpointing less without it, less the recomputed kernels' launches: 0.72-3.72 
 models on two H200 hosts, median 2.74 ms; bench/dispatch_terms.py): with the probe's value the checkpointed runs the
 host sets almost alone (host-bound share 75-100 %) come closer (median |error| 12.2 -> 9.6 % over 247 runs), but
 those where host and GPU take about as long (25-75 %) fall short by 12-21 % (median 8.8 -> 13.0 %), a class the
-fitted value serves (docs/accuracy.md, 'Checkpointing's host cost', has the current figures). What the checkpointed backward pays there beyond its dispatch is
-not measured apart; a lower overlap exponent for that backward alone (tried 2.5-6) leaves the middle band's median
+fitted value serves (docs/accuracy.md, 'Checkpointing's host cost', has the current figures). What the checkpointed
+backward pays there beyond its dispatch is not measured apart; a lower overlap exponent for that backward alone (tried 2.5-6) leaves the middle band's median
 at 11-14 %."""
 CKPT_FORWARD_SHARE = 0.334
 """The part of CKPT_LAYER_SECONDS the forward pays (the pack hooks run as the layer saves its tensors), the rest in the
@@ -189,8 +189,8 @@ micro-batches, with the GPU idle. Measured, not fitted: TRL's step time of five 
 Qwen3-0.6B and -1.7B, Qwen2.5-0.5B and -3B, LoRA, one GPU) less the wall time of the same micro-batch profiled alone
 (bench/results/kernel-probe-h200-2026-12-02.json), the data path, the optimizer step and STEP_FIXED_SECONDS: 14-42 ms
 per step, 0.064-0.092 ms per adapter tensor, median 0.0647 (bench/kernel_terms.py step_gaps; 0.080 before the
-Qwen3-1.7B row's third record, bench/results/h200-2026-12-02-profile-steps.jsonl, moved its median step). The full fine-tunes'
-gaps are within -20 to +2 ms of what those terms already give them; which part of TRL / PEFT / accelerate's per-step
+Qwen3-1.7B row's third record, bench/results/h200-2026-12-02-profile-steps.jsonl, moved its median step). The full
+fine-tunes' gaps are within -20 to +2 ms of what those terms already give them; which part of TRL / PEFT / accelerate's per-step
 work over the fp32 adapters costs this is not isolated."""
 DATA_ROWS = {"dpo": 2}
 """Sequences the data path builds per sample beyond one: DPO's chosen and rejected."""

@@ -51,8 +51,8 @@ twins of 2026-12-02 (bench/rows/zero-*-2026-12-02.json: small ZeRO-3 steps the h
 percentile at 20.5 % over 167 runs; 20 % again once the GPU's rates were measured by kernel (19.6 % over 175
 runs); still 20 % with checkpointing's recompute counted as torch.utils.checkpoint stops it and the norm-heavy
 ZeRO-3 twins of 2026-12-03 measured (15.8 % over 242 runs; 13.9 % over the 235 before those twins). The run's own
-spread (the largest deviation of a timed step from the median) widens the band, so that a noisy GPU does not fail a correct prediction, and the spread is reported. The old band,
-35 %, passed a prediction far further off than the model is on nine runs in ten."""
+spread (the largest deviation of a timed step from the median) widens the band, so that a noisy GPU does not fail a
+correct prediction, and the spread is reported. The old band, 35 %, passed a prediction far further off than the model is on nine runs in ten."""
 SPEED_SPREAD_CAP_PCT = 25.0
 """The most the run's spread may widen the band: a run noisier than the worst of the calibration runs whose step is not
 mostly host-bound says more about the machine than the plan, and is reported as noisy. That worst was 13.7 % (15 %
