@@ -463,8 +463,23 @@ def _internal_error(exc: BaseException, argv: Sequence[str], debug: bool) -> int
     return int(ExitCode.INTERNAL)
 
 
+def _tolerate_unencodable_output() -> None:
+    """stdout and stderr may have an encoding that cannot hold a user's text (PYTHONIOENCODING=ascii, a Latin-1
+    terminal, a C locale) while reports quote folder names in any alphabet: such characters are written as
+    backslash escapes instead of ending the run in a UnicodeEncodeError. Every write is covered, argparse's and the
+    wizard's included. JSON is unaffected: json.dumps writes ASCII only (ensure_ascii), so it stays valid JSON."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # an in-memory stream (StringIO) encodes nothing
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: its writes fail as they would have
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _tolerate_unencodable_output()
     # --debug anywhere: print tracebacks of internal errors instead of writing them to a file
     debug = "--debug" in argv or os.environ.get("TRL_ADVISOR_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]

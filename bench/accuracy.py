@@ -66,7 +66,8 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-03-zero3-norms.jsonl", "bench/results/h200-2026-12-03-zero3-norms-2.jsonl",
            "bench/results/h200-2026-12-03-zero3-norms-3.jsonl", "bench/results/h200-2026-12-03-ckpt-overlap.jsonl",
            "bench/results/h200-2026-12-03-ckpt-overlap-2.jsonl", "bench/results/h200-2026-12-03-ckpt-overlap-3.jsonl",
-           "bench/results/h200-2026-12-03-ckpt-overlap-4.jsonl")
+           "bench/results/h200-2026-12-03-ckpt-overlap-4.jsonl", "bench/results/h200-2026-12-03-offload-ga.jsonl",
+           "bench/results/h200-2026-12-03-offload-ga-2.jsonl", "bench/results/h200-2026-12-03-offload-ga-validate.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -1327,6 +1328,135 @@ def _offload_section(w, rows: list[Evaluated]) -> None:
           + f". Over the {len(errs)} records: median \\|error\\| {_pct(_median(errs), False)}, worst "
           f"{_pct(max(errs), False)}.")
         w("")
+    stages = stage_serial_by_host(got, core)
+    if stages:
+        w("The serial part each host's records imply, ZeRO-2's against ZeRO-3's (hosts that ran both; median per "
+          "stage, ns per parameter): " + "; ".join(f"`{rel}` {z2:.3f} / {z3:.3f}" for rel, z2, z3 in stages)
+          + f". Median difference ZeRO-3 - ZeRO-2: {_median([z3 - z2 for _, z2, z3 in stages]):+.3f} ns.")
+        w("")
+
+
+def stage_serial_by_host(got: list[dict[str, Any]], core: float) -> list[tuple[str, float, float]]:
+    """Per results file (one host) with ZeRO-2 and ZeRO-3 offload records: each stage's median implied serial part
+    (bench.offload_terms.record_points)."""
+    from bench import offload_terms as OT
+
+    per: dict[tuple[str, int], list[float]] = {}
+    for p in OT.record_points(got, core):
+        if p["serial"] is not None:
+            per.setdefault((p["file"], p["run"]["stage"]), []).append(p["serial"])
+    files = sorted({f for f, _ in per})
+    return [(f, statistics.median(per[(f, 2)]), statistics.median(per[(f, 3)])) for f in files
+            if (f, 2) in per and (f, 3) in per]
+
+
+OFFLOAD_GA = ("bench/results/h200-2026-12-03-offload-ga.jsonl", "bench/results/h200-2026-12-03-offload-ga-2.jsonl")
+"""The GA series of bench/rows/offload-ga-2026-12-03.json: one machine, two commands in one hour."""
+OFFLOAD_GA_ROWS = "bench/rows/offload-ga-2026-12-03.json"
+OFFLOAD_GA_THEN = "bench/rows/offload-ga-2026-12-03-predicted.json"
+OFFLOAD_GA_VALIDATE = "bench/rows/offload-ga-validate-2026-12-03.json"
+OFFLOAD_GA_VALIDATE_THEN = "bench/rows/offload-ga-validate-2026-12-03-predicted.json"
+MEMORY_HISTORY = "bench/results/memory-history-h200-2026-12-03.jsonl"
+VERIFY_OFFLOAD = "bench/results/verify-h200-2026-12-03-offload.jsonl"
+
+
+def offload_ga_series(rows: list[Evaluated], files: tuple[str, ...] = OFFLOAD_GA) -> list[dict[str, Any]]:
+    """Each offload configuration measured at grad_accum 1 and more on the GA series' machine: the extra seconds per
+    micro-batch measured (slope of that machine's records against grad_accum) and predicted now, and what is left at
+    grad_accum 1 once the micro-batches are taken out (the optimizer step and the once-per-step copies)."""
+    by_base: dict[str, dict[int, tuple[float, Evaluated]]] = {}
+    for e in rows:
+        if e.run.status != "ok" or e.run.knobs.get("offload", "none") == "none":
+            continue
+        step = next((e.run.step_in(f) for f in files if e.run.step_in(f)), None)
+        if step is None:
+            continue
+        # the series' records are one machine's: a host-suffixed run (host_run_name) is the same configuration
+        base = re.sub(r"-ga\d+$", "", e.run.name.split("@", 1)[0])
+        by_base.setdefault(base, {})[int(e.run.knobs.get("grad_accum", 1))] = (step, e)
+    out = []
+    for base, got in sorted(by_base.items()):
+        if 1 not in got or len(got) < 2:
+            continue
+        ga = max(got)
+        (m1, e1), (mk, ek) = got[1], got[ga]
+        slope_m, slope_p = (mk - m1) / (ga - 1), (ek.pred_step - e1.pred_step) / (ga - 1)
+        out.append({"base": base, "stage": int(e1.run.knobs.get("zero", 0)), "ga": ga, "measured": (m1, mk),
+                    "predicted": (e1.pred_step, ek.pred_step), "slope": (slope_m, slope_p),
+                    "once": (m1 - slope_m, e1.pred_step - slope_p)})
+    return out
+
+
+def _offload_ga_section(w, rows: list[Evaluated]) -> None:
+    series = offload_ga_series(rows)
+    if not series:
+        return
+    w("### Optimizer offload with gradient accumulation")
+    w("")
+    w(f"`{OFFLOAD_GA_ROWS}`: ZeRO-2 and ZeRO-3 with the optimizer offloaded at grad_accum 1, 2 and 4, on one machine "
+      "in one hour (" + ", ".join(f"`{f}`" for f in OFFLOAD_GA) + "). Each micro-batch more adds its compute and "
+      "the gradients' copies to the host (advisor.model.speed.offload_gradient_bytes: ZeRO-2 4 x grad_accum + 2 B "
+      "per parameter, ZeRO-3 4 x grad_accum + 4 B, counted in series with the backward); what is left at "
+      "grad_accum 1 is the once-per-step part (the CPU step and the copy back). Predicted with the model as it is "
+      "now; before these terms the gradients' copies were counted as 4 B per micro-batch mostly hidden behind the "
+      "backward, and the CPU step's serial part, fitted to grad_accum-1 rows, carried the copies' cost.")
+    w("")
+    w("| configuration | ZeRO | grad_accum | step at 1 / at k, measured (s) | predicted (s) | per micro-batch, "
+      "measured / predicted (s) | once per step, measured / predicted (s) |")
+    w("|---|---|---|---|---|---|---|")
+    for x in series:
+        w(f"| {x['base']} | {x['stage']} | {x['ga']} | {x['measured'][0]:.3f} / {x['measured'][1]:.3f} | "
+          f"{x['predicted'][0]:.3f} / {x['predicted'][1]:.3f} | {x['slope'][0]:.3f} / {x['slope'][1]:.3f} | "
+          f"{x['once'][0]:.3f} / {x['once'][1]:.3f} |")
+    w("")
+    z2 = [x for x in series if x["stage"] == 2]
+    z3 = [x for x in series if x["stage"] == 3]
+    if z2 and z3:
+        def per_mb(xs: list[dict[str, Any]]) -> str:
+            return ", ".join(f"{x['slope'][0] / x['slope'][1] - 1:+.0%}" for x in xs)
+        w(f"Per micro-batch, measured against predicted: ZeRO-2 {per_mb(z2)}, ZeRO-3 {per_mb(z3)}. ZeRO-3's "
+          "micro-batches under offload differ between machines more than ZeRO-2's: Qwen2.5-1.5B at grad_accum 4 "
+          "took " + ", ".join(f"{t:.2f}" for t in _records_of(rows, "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4-ga4"))
+          + " s on three machines, its grad_accum-1 twin within 12 % on the same machines; no term follows that.")
+        w("")
+    _memory_history_note(w, rows)
+    offload_bundles = load_verify_1201((VERIFY_OFFLOAD,))
+    if offload_bundles:
+        w(f"The planner's own offload bundles (`{VERIFY_OFFLOAD}`: `trl-advisor generate --model 1.5B --backend "
+          "deepspeed --zero 2|3 --offload optimizer` on one H200, run by `trl-advisor verify`; overlap_comm on, as "
+          "the bundles write it, where the series above ran DeepSpeed's default): " + "; ".join(
+              f"{e.run.name} ({e.run.knobs.get('micro_batch')} x {e.run.knobs.get('grad_accum')}) step "
+              f"{_pct(e.err_step)}, peak allocated {_pct(e.err_allocated)}" for e in offload_bundles)
+          + " (predicted now). Both passed; before the copies were counted in series the ZeRO-2 one was predicted "
+          "7 % fast, which is part of why they are counted so with overlap_comm on as well.")
+        w("")
+
+
+def _records_of(rows: list[Evaluated], name: str) -> list[float]:
+    return next((list(e.run.step_records) for e in rows if e.run.name == name), [])
+
+
+def _memory_history_note(w, rows: list[Evaluated]) -> None:
+    path = REPO / MEMORY_HISTORY
+    if not path.exists():
+        return
+    recs = {r["name"]: r for r in _read_jsonl(path) if r.get("status") == "ok" and r.get("memory_peak")}
+    pairs = [(n, n + "-ga2") for n in sorted(recs) if n + "-ga2" in recs]
+    if not pairs:
+        return
+    by = {e.run.name: e for e in rows if e.run.status == "ok"}
+    parts = []
+    for one, two in pairs:
+        a, b = recs[one]["memory"]["peak_allocated_bytes"], recs[two]["memory"]["peak_allocated_bytes"]
+        now = by.get(two.replace("-ga2", "-ga4")) or by.get(two)
+        parts.append(f"{one} {a / GIB:.2f} GiB at grad_accum 1, {b / GIB:.2f} at 2"
+                     + (f" (predicted now at {now.run.knobs.get('grad_accum')}: {_pct(now.err_allocated)})"
+                        if now else ""))
+    w(f"Memory: ZeRO-2 offload with accumulation keeps the gradients larger than the reduce bucket on the GPU "
+      f"through a micro-batch that does not step (advisor.model.states.offload_held_gradient_bytes), found with the "
+      f"allocator's history (`{MEMORY_HISTORY}`, `python -m bench.run` on rows with `memory_history`, read by "
+      "bench/memory_peak.py): " + "; ".join(parts) + ".")
+    w("")
 
 
 def _plan_quality_section(w) -> None:
@@ -1697,6 +1827,16 @@ def _family_validate_section(w, rows: list[Evaluated]) -> None:
                             "checkpointed runs over the families, full and LoRA, written down with the model's "
                             "predictions (`{then}`) once the recompute's early stop (recompute_skips_down_proj, "
                             "below) was in")
+    _predicted_then_section(w, rows, "Offload rows with accumulation predicted before they ran", OFFLOAD_GA_ROWS,
+                            OFFLOAD_GA_THEN, "ZeRO-2/3 optimizer-offload configurations at grad_accum 1, 2 and 4, "
+                            "written down with the predictions of the model before the gradients' copies were "
+                            "counted in series (`{then}`); the step compared is each configuration's median over "
+                            "its records")
+    _predicted_then_section(w, rows, "Offload rows with accumulation predicted by the new terms before they ran",
+                            OFFLOAD_GA_VALIDATE, OFFLOAD_GA_VALIDATE_THEN, "new configurations of four more models "
+                            "(Gemma-3-1B, SmolLM2-1.7B, Qwen2.5-0.5B on ZeRO-2 offload, Llama-3.2-3B on ZeRO-3 "
+                            "offload, grad_accum 2 and 4), written down with the predictions of the model once the "
+                            "gradients' copies, the re-derived CPU step and the held-gradient phase were in (`{then}`)")
 
 
 def _predicted_then_section(w, rows: list[Evaluated], title: str, rows_file: str, then_file: str, what: str) -> None:
@@ -2167,6 +2307,7 @@ def render_markdown(report: Report) -> str:
     _checkpoint_dispatch_section(w, rows)
     _family_validate_section(w, rows)
     _offload_section(w, rows)
+    _offload_ga_section(w, rows)
     ctx = [e.run.nvml_overhead for e in rows if e.run.nvml_overhead is not None and e.run.split == "fit"]
     if ctx:
         w(f"`CUDA_CONTEXT_BYTES` evidence: NVML used - max_memory_reserved over the {len(ctx)} fit benchmark rows: "

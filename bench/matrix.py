@@ -578,8 +578,9 @@ def validate(rows: list[dict]) -> list[str]:
         g = r.get("generation_steps")
         if g is not None and (not isinstance(g, int) or g < 1 or r["trainer"] not in GENERATING):
             problems.append(f"{name}: generation_steps must be a positive integer, on a GRPO/RLOO row")
-        if r.get("profile_step") is not None and not isinstance(r["profile_step"], bool):
-            problems.append(f"{name}: profile_step must be true or false")
+        for flag in ("profile_step", "memory_history"):
+            if r.get(flag) is not None and not isinstance(r[flag], bool):
+                problems.append(f"{name}: {flag} must be true or false")
         if r["trainer"] == "dpo" and r["seq_len"] < 8:
             problems.append(f"{name}: dpo seq_len too short")
     return problems

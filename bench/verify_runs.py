@@ -78,6 +78,12 @@ CASES: list[dict] = [
     {"name": "sft-0.5b-zero2", "model": "0.5B", "generate": ["--backend", "deepspeed", "--zero", "2"],
      "verify": [], "shows": "DeepSpeed ZeRO-2"},
     {"name": "sft-0.5b-full", "model": "0.5B", "generate": [], "verify": [], "shows": "SFT full, one GPU"},
+    {"name": "sft-1.5b-zero2-offload", "model": "1.5B",
+     "generate": ["--backend", "deepspeed", "--zero", "2", "--offload", "optimizer"], "verify": [],
+     "shows": "ZeRO-2 with the optimizer offloaded (the Trainer's AdamW mapped to DeepSpeedCPUAdam by accelerate)"},
+    {"name": "sft-1.5b-zero3-offload", "model": "1.5B",
+     "generate": ["--backend", "deepspeed", "--zero", "3", "--offload", "optimizer"], "verify": [],
+     "shows": "ZeRO-3 with the optimizer offloaded"},
     {"name": "sft-0.5b-lora", "model": "0.5B", "generate": ["--method", "lora"], "verify": [], "shows": "LoRA"},
     # the optimisations of the TRL performance guide the bundles now carry
     {"name": "dpo-0.5b-bema", "model": "0.5B", "generate": ["--trainer", "dpo", "--method", "full", "--ref-model",

@@ -114,7 +114,9 @@ def deepspeed_config(row: dict) -> dict | None:
     zero: dict[str, Any] = {
         "stage": row["zero"],
         "contiguous_gradients": True,
-        "overlap_comm": row["zero"] == 3,  # DeepSpeed's own default per stage (DeepSpeedZeroConfig)
+        # DeepSpeed's own default per stage (DeepSpeedZeroConfig) unless the row names one; the bundles write true
+        # (advisor.bundle.render ds_config), and advisor.model.bench_rows reads the same choice back
+        "overlap_comm": bool(row.get("overlap_comm", row["zero"] == 3)),
         "reduce_bucket_size": "auto",
     }
     if row["zero"] == 3:
@@ -676,11 +678,19 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     res["host_cpus"] = host_cpus(torch)
     res["host_probe"] = {"before": host_probe(torch)}
     rec.phase("train_setup")
+    history = cuda and bool(row.get("memory_history"))
+    if history:  # bench.memory_peak: what is alive at the peak (slows allocations: never a timed row)
+        from bench.memory_peak import HISTORY_ENTRIES
+        torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES)
     t_train = time.monotonic()
     trainer.train()
     timing["train_seconds"] = round(time.monotonic() - t_train, 3)
     if cuda:
         torch.cuda.synchronize()
+    if history:
+        from bench.memory_peak import live_at_peak
+        res["memory_peak"] = live_at_peak(torch.cuda.memory._snapshot())
+        torch.cuda.memory._record_memory_history(enabled=None)
     res["host_probe"]["after"] = host_probe(torch)
 
     rec.phase("collect")

@@ -288,6 +288,18 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
             p.pick("offload_device", (device, where), "cpu")
         else:
             p.pick("offload_device", None, "cpu")
+        overlap = files.zero.get("overlap_comm")
+        stage3 = p.values["zero_stage"] == 3
+        if isinstance(overlap, bool):
+            found = (overlap, f"{ds_where} zero_optimization.overlap_comm")
+        elif stated:
+            # a DeepSpeed config that does not set it runs DeepSpeedZeroConfig's default, on at stage 3 only
+            # (accelerate's own config from the YAML sets none either), whatever CONFIG or plan.json say
+            found = (stage3, f"{where} (overlap_comm not set: DeepSpeed's default)")
+        else:
+            found = None
+        p.pick("overlap_comm", found, stage3, "DeepSpeed's default: on at ZeRO stage 3 only",
+               quiet=p.values["zero_stage"] == 0)
     else:
         p.fixed("zero_stage", 0, f"backend {backend}")
         if backend == "fsdp2" and files.accelerate is not None:

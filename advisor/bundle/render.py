@@ -146,6 +146,62 @@ def _slug(value) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", str(value)).strip("-") or "x"
 
 
+# What starts Markdown (CommonMark + GFM) inline syntax in the middle of a line: raw HTML, autolinks (<) and
+# entities (&), links and images ([ ]), code spans (`), emphasis (*), table cells (|), strikethrough (~), math ($),
+# escapes (\). Values never begin a line of the README, so the line-start constructs (lists, headings, quotes) need
+# nothing, and `>` starts nothing without a `<` (a finding's `9.0a -> 9.0` stays as written).
+_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", **{c: "\\" + c for c in "\\`*[]|~$#!"}})
+# `_` emphasises only where it is not between two letters or digits (CommonMark's flanking rules): `max_length`
+# and `flash_attention_2` read as they are, `_x_` is escaped.
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def _md(value) -> str:
+    """Text in README prose, a heading or a table cell: every character that could start a tag, a link, a code
+    span or emphasis is escaped, so a model folder named `<img ...>` or `[x](javascript:...)` reads as its name.
+    Ordinary ids (`Qwen/Qwen2.5-7B`, `H100-80GB`) hold none of them and read the same."""
+    return _MD_UNDERSCORE.sub(r"\\_", str(value).translate(_MD_ESCAPES))
+
+
+def _mdcode(value) -> str:
+    """A value as one Markdown code span (CommonMark 6.1): a fence of more backticks than the longest run inside,
+    padded with a space where the value starts or ends with a backtick (else it would join the fence) or with a
+    space on both sides (else the parser strips one from the value)."""
+    text = str(value)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == " " and text[-1:] == " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _mdcell(value) -> str:
+    """A code span in a GFM table cell: the table splits cells at `|` before any code span is read, even inside one,
+    so each `|` is written `\\|` (GFM 4.10). A value holding `\\|` itself cannot be written so (the cell scanner
+    reads `\\\\` as an escape and splits at the pipe): it is escaped as text instead."""
+    text = str(value)
+    if "\\|" in text:
+        return _md(text)
+    return _mdcode(text).replace("|", "\\|")
+
+
+# A code span as the generator's sentences write one: non-empty (an empty pair's fence would join its neighbour's
+# into a longer run, and leave that neighbour's content outside any span), with no backtick inside.
+_MD_AUTHORED_CODE = re.compile(r"`([^`]+)`")
+
+
+def _mdprose(value, cell: bool = False) -> str:
+    """The generator's own sentences with values inside (a finding, a reason): the `code` spans they were written
+    with stay code spans, rebuilt by _mdcode (their content literal), and the rest is escaped (_md). A backtick in
+    a value may pair differently, but every piece is still escaped text or a one-backtick code span (two side by
+    side read as one span, still literal). `cell`: in a table row."""
+    text, out, start = str(value), [], 0
+    for span in _MD_AUTHORED_CODE.finditer(text):
+        out.append(_md(text[start:span.start()]))
+        out.append(_mdcell(span.group(1)) if cell else _mdcode(span.group(1)))
+        start = span.end()
+    out.append(_md(text[start:]))
+    return "".join(out)
+
+
 class _TemplateCache(jinja2.FileSystemBytecodeCache):
     """Compiled templates kept between runs (compiling the six takes about 45 ms, loading them 1 ms): jinja2's own
     cache, keyed by template name and source checksum, in a folder of the user's. A cache that cannot be read or
@@ -199,6 +255,10 @@ def environment() -> jinja2.Environment:
     env.filters["pyrepr"] = _pyrepr
     env.filters["pydoc"] = _pydoc
     env.filters["slug"] = _slug
+    env.filters["md"] = _md
+    env.filters["mdcode"] = _mdcode
+    env.filters["mdcell"] = _mdcell
+    env.filters["mdprose"] = _mdprose
     env.filters["json"] = lambda v: json.dumps(v)
     env.filters["gib"] = lambda n: f"{n / GIB:.2f}"
     return env
@@ -347,7 +407,7 @@ def ds_config(plan: Plan) -> dict:
     from TrainingArguments (a literal that disagrees with them raises in transformers' trainer_config_finalize)."""
     zero: dict = {
         "stage": plan.zero_stage,
-        "overlap_comm": True,
+        "overlap_comm": plan.overlap_comm,
         "contiguous_gradients": True,
         "reduce_bucket_size": "auto",
     }
@@ -608,6 +668,10 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
                            "unused: only GKD has a teacher"),
         "trust_remote_code": ("asked for (--trust-remote-code)" if plan.trust_remote_code else
                               "never run code from the model repository unless asked"),
+        "overlap_comm": ("ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a "
+                         "side stream, behind the backward" if plan.uses_deepspeed and plan.overlap_comm else
+                         "ds_config.json zero_optimization.overlap_comm" if plan.uses_deepspeed else
+                         "unused: not a DeepSpeed plan"),
     }
     out: dict[str, str] = {}
     for knob in Plan.__dataclass_fields__:
@@ -631,10 +695,43 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
 
 # ------------------------------------------------------------------------------------------- re-create command
 
+def _is_local(resolved_id: str) -> bool:
+    """A model or teacher read from a local folder: its resolved id is that folder's absolute path (a catalogue or
+    hub id is `org/name`)."""
+    return bool(resolved_id) and os.path.isabs(resolved_id)
+
+
+def _local_model_path(typed: str) -> str | None:
+    """The absolute path a --model or --teacher value is read from (`~` expanded, symlinks resolved: MODEL_ID's
+    form), or None for a catalogue, size or hub name. Decided by the resolver itself, from the text alone (the
+    wizard shows this line before any plan exists): a catalogue name wins over a folder of that name, and a path is
+    looked at before the hub, so nothing is downloaded here."""
+    text = typed.strip()
+    if not os.path.exists(os.path.expanduser(text)):
+        return None
+    from advisor.catalog import resolve_model
+
+    try:
+        local = _is_local(resolve_model(text).hf_id)
+    except AdvisorError:  # a folder generate refuses: the line keeps what was typed
+        return None
+    return os.path.realpath(os.path.expanduser(text)) if local else None
+
+
+def _recorded_value(field: str, value) -> str:
+    """A pin as the Re-create line writes it: a local model or teacher and a hardware file as absolute paths, since
+    a relative path as typed works only from the folder generate ran in."""
+    if field == "hardware" and isinstance(value, str):
+        return os.path.realpath(value)  # as the file was opened: no `~` expansion, symlinks resolved
+    if field in ("model", "teacher") and isinstance(value, str):
+        return _local_model_path(value) or value
+    return str(value)
+
+
 def recreate_command(plan: Plan, model: ModelSpec, target: Target, request: Request | None) -> str:
     """The `trl-advisor generate` line that makes this bundle again: the user's pins, or every knob."""
     if request is not None:
-        args = ["--model", request.model]
+        args = ["--model", _recorded_value("model", request.model)]
         for field, value in request.pinned().items():
             if field in ("model",):
                 continue
@@ -645,10 +742,12 @@ def recreate_command(plan: Plan, model: ModelSpec, target: Target, request: Requ
                 elif field in ("grad_ckpt", "liger", "packing"):  # the contract's --no-* switches
                     args.append("--no-" + field.replace("_", "-"))
             else:
-                args += [flag, str(value)]
+                args += [flag, _recorded_value(field, value)]
         return "trl-advisor generate " + " ".join(shlex.quote(a) for a in args)
-    args = ["--model", model.id, "--trainer", plan.trainer, "--method", plan.method, "--gpu", target.gpu.id,
-            "--gpus", str(plan.gpus_per_node), "--nodes", str(plan.nodes), "--backend", plan.backend]
+    # a local model's id is its folder's name, which --model would not find: its path instead
+    args = ["--model", model.hf_id if _is_local(model.hf_id) else model.id, "--trainer", plan.trainer,
+            "--method", plan.method, "--gpu", target.gpu.id, "--gpus", str(plan.gpus_per_node),
+            "--nodes", str(plan.nodes), "--backend", plan.backend]
     if plan.uses_deepspeed:
         args += ["--zero", str(plan.zero_stage)]
     args += ["--offload", plan.offload, "--precision", plan.precision, "--seq-len", str(plan.seq_len),

@@ -51,6 +51,11 @@ class Plan:
     """GKD: the teacher's parameter count, for its weights in memory and its forward in the step time."""
     lora_alpha: int = 32
     trust_remote_code: bool = False
+    overlap_comm: bool = True
+    """DeepSpeed zero_optimization.overlap_comm: gradient reduction (and, with the optimizer offloaded, the gradients'
+    copies to the host) on a side stream, overlapping the backward. The bundles write true at every stage;
+    DeepSpeed's own default is true at stage 3 only (runtime/zero/config.py), which is what a config that does not
+    set it gets (bundle readback). Off, ZeRO-1/2 run those copies on the compute stream, in series with it."""
 
     @property
     def dp_size(self) -> int:

@@ -54,6 +54,9 @@ def plan_from_bench_row(row: dict[str, Any]) -> Plan:
         max_completion_len=int(_get(row, "max_completion_len", default=0) or 0) if generating else 0,
         vllm_mode=_get(row, "vllm_mode", "vllm", default="none"),
         vllm_mem_fraction=float(_get(row, "vllm_mem_fraction", default=0.0)), ref_model=ref,
+        # bench.worker writes DeepSpeed's own default per stage unless the row names one (worker.deepspeed_config)
+        overlap_comm=bool(_get(row, "overlap_comm", default=backend == "deepspeed" and int(
+            _get(row, "zero_stage", "zero", default=0)) == 3)),
     )
 
 

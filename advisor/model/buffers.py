@@ -26,7 +26,8 @@ def ddp_bucket_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
 
 def zero_bucket_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """DeepSpeed reduce buckets with the HF integration's "auto" reduce_bucket_size = hidden^2 elements (api-facts.md
-    3.5): ZeRO-1/2 keep one 16-bit ipg buffer (two with overlap_comm, default off below stage 3; stage_1_and_2.py);
+    3.5): ZeRO-1/2 keep one 16-bit ipg buffer (two with overlap_comm, which the bundles turn on and DeepSpeed's default
+    leaves off below stage 3; stage_1_and_2.py setup_buckets);
     ZeRO-3 keeps one ipg bucket per communication dtype plus the reduce-scatter staging buffer of one bucket
     (stage3.py ipg_buckets, _reduce_scatter). ZeRO-0 (BF16_Optimizer) has none.
     ZeRO-1/2 with the optimizer offloaded also keep a GPU staging buffer of the largest parameter's size, in the
@@ -44,7 +45,8 @@ def zero_bucket_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     if plan.zero_stage == 3:
         return 2 * bucket
     staging = d.largest_module * pr.work * (2 if plan.grad_accum > 1 else 1) if plan.offload != "none" else 0
-    return bucket + staging
+    # with overlap_comm a second ipg buffer, so one bucket can fill while the other is reduced (setup_buckets buf_1)
+    return bucket * (2 if plan.overlap_comm else 1) + staging
 
 
 def fsdp_accumulated_grad_bytes(d: Dims, plan: Plan, pr: Precision) -> int:

@@ -62,6 +62,7 @@ from advisor.model.logits import head_grad_bytes, logits_bytes
 from advisor.model.states import (
     first_layer_pending_grad_bytes,
     gradient_bytes,
+    offload_held_gradient_bytes,
     optimizer_bytes,
     optimizer_step_transient,
     weight_bytes,
@@ -167,6 +168,16 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
         late_grads = g_full - g_step - first_layer_pending_grad_bytes(d, plan, pr)
         phases.append(("late-backward", W + late_grads + opt + late_act + late_other,
                        {"weights": W, "gradients": late_grads, "optimizer": opt, "activations": late_act,
+                        "logits": 0, "other": late_other}))
+    offload_held = offload_held_gradient_bytes(d, plan, pr)
+    if offload_held:
+        # a micro-batch that does not step, at the end of its backward: the large gradients it keeps, one
+        # (recomputed) layer's activations left; the stepping micro-batch's clone of the host-accumulated gradient
+        # (zero_bucket_bytes) is not made on these
+        late_act = last_layer_backward_bytes(d, plan, pr)
+        late_other = train_other - d.largest_module * pr.work
+        phases.append(("late-backward", W + offload_held + opt + late_act + late_other,
+                       {"weights": W, "gradients": offload_held, "optimizer": opt, "activations": late_act,
                         "logits": 0, "other": late_other}))
     step_tr = optimizer_step_transient(d, plan, pr)
     phases.append(("step", W + g_full + opt + step_tr + base_other,

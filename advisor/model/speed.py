@@ -236,18 +236,17 @@ was left out while the model's other terms exceeded its measured 16-CPU step; wi
 counted at ZERO3_PERSISTENT_HOOK_FRACTION they no longer do, and its pair, whose 8-CPU step is 0.82 s longer where
 the others' are 0.25-0.52 s longer, enters: what else in Gemma-3's offloaded step follows the CPU count is not
 measured apart."""
-CPU_ADAM_SERIAL_NS = 0.275
+CPU_ADAM_SERIAL_NS = 0.130
 """The part that more CPUs do not shorten, ns per fp32 parameter (host memory bandwidth, the single-threaded work
 around each sub-group's step): each offload record's implied CPU step per parameter less CPU_ADAM_CORE_NS / its CPUs,
-the median per host, then over the eight hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
-medians run from 0.13 to 0.63 ns, five times apart on machines of one kind, and each host's records predicted from
-the other hosts' terms are off by 18 % (median) and 51 % (worst) (leave one host out, docs/accuracy.md). With 16
-CPUs the two terms give 0.52 ns per parameter. 0.356 over seven hosts; the eighth (bench/results/h200-2026-12-02-
-offload-again.jsonl, every offload configuration measured again, bench/rows/offload-again-2026-12-02.json) was one
-of the fast ones, which moved the median between hosts to 0.290; 0.262 with CPU_ADAM_CORE_NS at 4.081; 0.275 once
-the forward paid its share of checkpointing's host cost (CKPT_FORWARD_SHARE). The
-2026-12-03 host's one offload record (bench/results/h200-2026-12-03-zero3-norms.jsonl) implies none: the model's
-other terms already exceed it."""
+the median per host, then over the ten hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
+medians run from 0.04 to 0.49 ns on machines of one kind, and each host's records predicted from the other hosts'
+terms are off by 12 % (median) and 44 % (worst) (leave one host out, docs/accuracy.md). With 16 CPUs the two terms
+give 0.39 ns per parameter. It was 0.275 while the gradients' copies to the host were counted as mostly hidden behind
+the backward (offload_gradient_bytes): fitted to grad_accum-1 rows, it carried their cost, which made ZeRO-2 offload
+rows over-predicted by 13-41 % and ZeRO-3's with accumulation under-predicted; counted in series, ZeRO-2 and ZeRO-3
+records of one host imply about the same serial part (docs/accuracy.md, optimizer offload with gradient
+accumulation)."""
 ZERO3_COPY_BACK_NS = 0.396
 """ZeRO-3 optimizer offload, the updated weights back to the GPU, ns per parameter of the partition: stage3.py
 _reassign_or_swap_out_partitioned_parameters runs `fp16_flat.data.copy_(fp32_flat.data)`, a blocking host fp32 ->
@@ -843,12 +842,14 @@ def communication_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
     elif plan.backend == "deepspeed":
         w = pr.work
         s = plan.zero_stage
+        # ZeRO-1/2 reduce on the compute stream, in series with the backward, unless overlap_comm (reduce_ipg_grads)
+        hide = exposed if plan.overlap_comm or s not in (1, 2) else (lambda comm, _window: comm)
         if s in (0, 1):
-            total += exposed(collective_seconds(ptr * w, 2, n, plan, target), window_bwd)
+            total += hide(collective_seconds(ptr * w, 2, n, plan, target), window_bwd)
             if s == 1:
                 total += collective_seconds(ptr * w, 1, n, plan, target)
         elif s == 2:
-            total += ga * exposed(collective_seconds(ptr * w, 1, n, plan, target), window_bwd)
+            total += ga * hide(collective_seconds(ptr * w, 1, n, plan, target), window_bwd)
             total += collective_seconds(ptr * w, 1, n, plan, target)
         else:
             all_params = (MS.frozen_base_bytes(d, plan, w) + ptr * w) if adapter else d.P * w
@@ -875,12 +876,32 @@ def communication_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
     return total
 
 
+def offload_gradient_bytes(plan: Plan) -> float:
+    """Bytes per parameter of the local partition the gradients move over PCIe per optimizer step, both ways, with
+    DeepSpeed's optimizer offload (16-bit gradients).
+
+    ZeRO-2 (deepspeed 0.19.8 stage_1_and_2.py copy_grads_in_partition): with accumulation every micro-batch copies
+    each gradient to a pinned host buffer in the 16-bit dtype (async_accumulate_grad_in_cpu_via_gpu,
+    copy_gradients_to_cpu, 2 B), every one but the first first brings that buffer back and adds it on the GPU (2 B),
+    and the boundary copies the sum to the fp32 host gradient (async_inplace_copy_grad_to_fp32_buffer_from_gpu,
+    4 B): 4 x grad_accum + 2 B; without accumulation the fp32 copy alone, 4 B. ZeRO-1 reduces once, at the
+    boundary: 4 B. ZeRO-3 (stage3.py partition_grads) copies each micro-batch's 16-bit partition to the host and
+    back (2 + 2 B, the first micro-batch's return unused) and at the boundary the fp32 gradient (4 B):
+    4 x grad_accum + 4 B."""
+    ga = plan.grad_accum
+    if plan.zero_stage == 2:
+        return 4.0 * ga + 2.0 if ga > 1 else FP32
+    if plan.zero_stage == 3:
+        return 4.0 * ga + 4.0
+    return FP32
+
+
 def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
                     micro: dict[str, float]) -> tuple[float, float]:
     """(PCIe transfers exposed, CPU optimizer) per step.
 
-    DeepSpeed optimizer offload: fp32 grads of the local partition go to pinned host memory (every micro-batch from
-    ZeRO-2 on, overlapping the backward), updated params come back after the CPU step (exposed); offload "all" also
+    DeepSpeed optimizer offload: the local partition's gradients go to pinned host memory (offload_gradient_bytes,
+    in series with the backward), updated params come back after the CPU step (exposed); offload "all" also
     fetches the 16-bit param partition for every forward / backward pass. DeepSpeed's CPU step takes
     cpu_optimizer_seconds_per_param on the host's usable CPUs (Target.cpu_cores), whose cores and memory the node's
     ranks share; NVMe adds reading and writing the 16 B/param states.
@@ -903,14 +924,22 @@ def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
         cpu = procs * ptr / n * per_param * TORCH_CPU_ADAM_SLOWDOWN
         return xfer, cpu
     local = ptr / (n if plan.zero_stage >= 1 else 1)
-    grads_out = local * FP32 * (ga if plan.zero_stage >= 2 else 1) / pcie
+    grads_out = local * offload_gradient_bytes(plan) / pcie
     if plan.zero_stage == 3:
         # offload "all" keeps the 16-bit partition in pinned host memory: the copy back is the CPU conversion alone
         copy_ns = HOST_CONVERT_NS if plan.offload == "all" else ZERO3_COPY_BACK_NS
     else:
         copy_ns = ZERO12_COPY_BACK_NS
     params_in = local * copy_ns * 1e-9
-    xfer = exposed(grads_out, ga * micro["backward"]) + params_in
+    # The gradients' copies add to the step in series, overlap_comm or not: ZeRO-1/2 without it run them on the
+    # compute stream (reduce_ipg_grads), ZeRO-3's side stream makes the host wait on them (more than two buckets
+    # pending, and its synchronize at the end of every backward). Measured: the GA series of
+    # bench/rows/offload-ga-2026-12-03.json (ZeRO-2 off, ZeRO-3 on) took 0.09-0.15 s more per ZeRO-2 micro-batch
+    # than a backward with the copies mostly hidden (4 B per parameter at the PCIe rate), and on every host with both
+    # stages ZeRO-3's records implied 0.06-0.29 ns per parameter more "CPU step" than ZeRO-2's (the copies' 4 B more
+    # at ga 1, 8 B at the PCIe rate being 0.16 ns); the planner's ZeRO-2 offload bundle (overlap_comm on) ran 7 %
+    # slower than predicted with them hidden (bench/results/verify-h200-2026-12-03-offload.jsonl).
+    xfer = grads_out + params_in
     if plan.offload == "all" and plan.zero_stage == 3:
         all_params = (MS.frozen_base_bytes(d, plan, pr.work) + ptr * pr.work) if adapter else d.P * pr.work
         xfer += ga * exposed(passes * all_params / n / pcie, micro["gpu"])

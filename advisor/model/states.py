@@ -77,6 +77,33 @@ def first_layer_pending_grad_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     return pending // shard_count(plan) if plan.backend == "fsdp2" else pending
 
 
+def offload_held_gradient_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """ZeRO-2 with the optimizer offloaded and gradient accumulation: the 16-bit gradients a micro-batch that does not
+    step keeps on the GPU until its backward ends. deepspeed 0.19.8 stage_1_and_2.py
+    reduce_independent_p_g_buckets_and_remove_grads clones every gradient larger than the reduce bucket (hidden^2
+    elements with the bundles' "auto") instead of copying it into the bucket, and on those micro-batches
+    copy_grads_in_partition only copies it to the host (copy_gradients_to_cpu), leaving it in param.grad until the
+    backward's epilogue (_clear_param_grad_only); the stepping micro-batch frees each after its fp32 copy. Those
+    parameters are the MLP's Linears, a MoE layer's fused experts, the embedding and an untied LM head: measured with
+    the allocator's history (bench.memory_peak, bench/results/memory-history-h200-2026-12-03.jsonl), Qwen2.5-1.5B's
+    peak at grad_accum 2 holds them while the backward runs, 1.28 GiB above its peak at grad_accum 1. (ZeRO-1
+    reduces at the boundary only and keeps every gradient through the accumulation anyway: gradient_bytes.)"""
+    if plan.backend != "deepspeed" or plan.zero_stage != 2 or plan.offload == "none":
+        return 0
+    if plan.grad_accum <= 1 or plan.method != "full":
+        return 0
+    bucket = d.h * d.h
+    m = d.model
+    # transformers 5 keeps a MoE layer's experts as two 3-D parameters, each far larger than a bucket
+    expert = (m.moe_intermediate, m.num_experts) if m.is_moe else None
+    dense = [(i, o, n) for i, o, n in m.linear_shapes_per_layer()
+             if expert is None or not (expert[0] in (i, o) and n in (expert[1], 2 * expert[1]))]
+    per_layer = sum(i * o * n for i, o, n in dense if i * o > bucket)
+    per_layer += 3 * m.hidden * m.moe_intermediate * m.num_experts if m.is_moe else 0
+    embeddings = d.embed * (1 if m.tied_embeddings else 2)
+    return (m.layers * per_layer + embeddings) * pr.work // shard_count(plan)
+
+
 def gradient_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int, int]:
     """(full, persistent, step_extra) gradient bytes on one GPU.
 

@@ -69,13 +69,17 @@ class Recommendation:
     budget_usd: float | None = None
     deadline_hours: float | None = None
     planned: int = 0
-    """Hardware choices the planner searched for the compared method (infeasible ones included)."""
+    """Hardware choices planned for the compared method, infeasible ones included: searched, or ruled out by a
+    pinned knob's rule without a search (`ruled_out`)."""
     searches: int = 0
     """Planner searches run in all, earlier methods' passes included."""
     infeasible: tuple[str, ...] = ()
     """Hardware choices where no plan fits (labels)."""
     not_searched: tuple[str, ...] = ()
     """Why larger counts of a type were skipped: more GPUs stopped shortening the job."""
+    ruled_out: tuple[str, ...] = ()
+    """Hardware choices a pinned knob rules out, skipped without a search (among `infeasible`): the label and the
+    rule it breaks there (`1 x H100-80GB: SP006 sp 2 does not divide the 1 training processes`)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def pick(self, name: str) -> Option | None:

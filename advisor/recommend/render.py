@@ -47,7 +47,8 @@ def recommendation_json(rec: Recommendation) -> dict:
                     "prices": overrides},
         "options": [option_json(rec, o) for o in rec.options],
         "search": {"hardware_choices_planned": rec.planned, "feasible": len(rec.options), "searches": rec.searches,
-                   "infeasible": list(rec.infeasible), "not_searched": list(rec.not_searched)},
+                   "infeasible": list(rec.infeasible), "not_searched": list(rec.not_searched),
+                   "ruled_out": list(rec.ruled_out)},
         "notes": list(rec.notes),
     }
 

@@ -62,7 +62,7 @@ CONFIG = {
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: the model computes in 16-bit; DeepSpeed keeps fp32 master weights and fp32 Adam states (partitioned by ZeRO); A100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 93.2 GiB, over the 72.4 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 93.3 GiB, over the 72.4 GiB limit)
     'grad_accum': 8,  # 4 x 2 data-parallel x 8 = 64 sequences per step (target 64)
     'grad_ckpt': False,  # off: fits without recomputation, which costs about a third more compute
     'liger': True,  # on: predicted faster or smaller
@@ -84,6 +84,7 @@ CONFIG = {
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # 2 x r, the ratio of TRL's ModelConfig defaults (lora_r 16, lora_alpha 32)
     'trust_remote_code': False,  # never run code from the model repository unless asked
+    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a side stream, behind the backward
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
 }
 DATASET = 'trl-lib/ultrafeedback_binarized'  # TRL's DPO example: chosen/rejected conversation pairs

@@ -59,8 +59,8 @@ CONFIG = {
     'method': 'full',  # full: every weight trained, and it fits
     'lora_r': 16,  # unused: full fine-tuning trains every weight
     'backend': 'deepspeed',  # fastest that fits: 20,409 tokens/s predicted
-    'zero_stage': 2,  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.2 of 77.8 GiB)
-    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.2 of 77.8 GiB)
+    'zero_stage': 2,  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.3 of 77.8 GiB)
+    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.3 of 77.8 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: the model computes in 16-bit; DeepSpeed keeps fp32 master weights and fp32 Adam states (partitioned by ZeRO); H100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)
@@ -79,13 +79,14 @@ CONFIG = {
     'num_generations': 8,  # GRPOConfig/RLOOConfig default
     'max_completion_len': 512,  # completion part of seq_len (GRPOConfig max_completion_length)
     'vllm_mode': 'server',  # user pin (--vllm server)
-    'vllm_gpus': 2,  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.2 of 77.8 GiB)
+    'vllm_gpus': 2,  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.3 of 77.8 GiB)
     'vllm_mem_fraction': 0.0,  # unused: vLLM does not share the training GPUs
     'ref_model': 'none',  # none: GRPOConfig beta defaults to 0.0, so TRL loads no reference model
     'teacher': '',  # unused: only GKD has a teacher
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
+    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a side stream, behind the backward
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
     'beta': 0.0,  # KL coefficient: a reference model is loaded only when beta > 0; GRPOConfig default 0.0
     'vllm_server_host': '127.0.0.1',  # launch.sh starts the server on node 0, where the main process runs

@@ -83,6 +83,7 @@ CONFIG = {
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # 2 x r, the ratio of TRL's ModelConfig defaults (lora_r 16, lora_alpha 32)
     'trust_remote_code': False,  # never run code from the model repository unless asked
+    'overlap_comm': True,  # unused: not a DeepSpeed plan
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
 }
 DATASET = 'trl-lib/Capybara'  # TRL's SFT example: multi-turn conversations in a `messages` column

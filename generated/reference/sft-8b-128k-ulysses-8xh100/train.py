@@ -55,12 +55,12 @@ CONFIG = {
     'method': 'full',  # full: every weight trained, and it fits
     'lora_r': 16,  # unused: full fine-tuning trains every weight
     'backend': 'deepspeed',  # fastest that fits: 16,663 tokens/s predicted
-    'zero_stage': 1,  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.0 of 77.8 GiB)
-    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.0 of 77.8 GiB)
+    'zero_stage': 1,  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.1 of 77.8 GiB)
+    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 68.1 of 77.8 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: the model computes in 16-bit; DeepSpeed keeps fp32 master weights and fp32 Adam states (partitioned by ZeRO); H100-80GB has bf16
     'seq_len': 131072,  # user pin (--seq-len 131072)
-    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 98.6 GiB, over the 72.0 GiB limit)
+    'micro_batch': 4,  # 4: the largest that fits with headroom (8 needs 98.7 GiB, over the 72.0 GiB limit)
     'grad_accum': 16,  # 4 x 1 data-parallel x 16 = 64 sequences per step (target 64)
     'grad_ckpt': True,  # on: without it the plan does not fit: needs 149.1 GiB per GPU, limit 72.0 GiB
     'liger': True,  # on: predicted faster or smaller
@@ -82,6 +82,7 @@ CONFIG = {
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
+    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a side stream, behind the backward
     'pad_to_multiple_of': 8,  # Ulysses splits each sequence into sp_size=8 pieces
 }
 DATASET = 'trl-lib/Capybara'  # TRL's SFT example: multi-turn conversations in a `messages` column

@@ -82,6 +82,7 @@ CONFIG = {
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
+    'overlap_comm': True,  # unused: not a DeepSpeed plan
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
 }
 DATASET = 'trl-lib/Capybara'  # TRL's SFT example: multi-turn conversations in a `messages` column
