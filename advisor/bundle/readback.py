@@ -292,7 +292,7 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
         stage3 = p.values["zero_stage"] == 3
         if isinstance(overlap, bool):
             found = (overlap, f"{ds_where} zero_optimization.overlap_comm")
-        elif stated:
+        elif stated and "overlap_comm" not in files.zero:
             # a DeepSpeed config that does not set it runs DeepSpeedZeroConfig's default, on at stage 3 only
             # (accelerate's own config from the YAML sets none either), whatever CONFIG or plan.json say
             found = (stage3, f"{where} (overlap_comm not set: DeepSpeed's default)")

@@ -9,7 +9,7 @@ run, and on one structure for most choices: it passes them, or it fails one that
 differ in, which every structure then fails.
 
 Sound: a choice is ruled out only when every structure the planner would search for it fails one of these rules in
-a way the micro-batch search cannot change (the planner's own test, `_about_a_pin`). Its search would choose
+a way the micro-batch search cannot change (the planner's own test, `about_a_pin`). Its search would choose
 nothing, so skipping it changes no option. That a rule's verdict follows from what it reads is the rule engine's
 contract: each rule declares its `reads`, and the engine shows them as the finding's evidence.
 """
@@ -29,7 +29,7 @@ from advisor.recommend.commands import hardware_request
 from advisor.recommend.hardware import Hardware
 from advisor.resolve import check_against_target, check_request
 from advisor.search import structures
-from advisor.search.planner import SEARCHED_LATER, _about_a_pin
+from advisor.search.planner import SEARCHED_LATER, about_a_pin
 from rules.common import divisors, join
 from rules.engine import run_rule
 
@@ -71,10 +71,10 @@ def pinned_knobs(req: Request) -> dict[str, str]:
 
 def pin_rules(req: Request) -> tuple[rules.Rule, ...]:
     """The error rules that read a pinned knob and that the planner holds against the request whatever the
-    micro-batch search sets (`_about_a_pin`), in registry order: the only ones that rule a choice out here."""
+    micro-batch search sets (`about_a_pin`), in registry order: the only ones that rule a choice out here."""
     paths = set(pinned_knobs(req))
     return tuple(r for r in rules.all_rules()
-                 if r.severity == "error" and paths.intersection(r.reads) and _about_a_pin(req, r.id))
+                 if r.severity == "error" and paths.intersection(r.reads) and about_a_pin(req, r.id))
 
 
 # ------------------------------------------------------------------------------------------------ one choice

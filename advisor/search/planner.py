@@ -270,7 +270,7 @@ def _raise_if_a_pin_breaks_a_rule(req: Request, model: ModelSpec, target: Target
     pin is the problem: report that rule and its fix, not a memory suggestion."""
     first_errors = None
     for structure in structures(req, model, target):
-        errors = [e for e in _structural_errors(req, model, target, structure) if _about_a_pin(req, e.id)]
+        errors = [e for e in _structural_errors(req, model, target, structure) if about_a_pin(req, e.id)]
         if not errors:
             return
         first_errors = first_errors or errors
@@ -284,7 +284,7 @@ SEARCHED_LATER = {"plan.micro_batch": "micro_batch", "plan.grad_accum": "grad_ac
 one the user did not pin judges the placeholder, not the user's request."""
 
 
-def _about_a_pin(req: Request, rule_id: str) -> bool:
+def about_a_pin(req: Request, rule_id: str) -> bool:
     """A structure's error counts against the request unless the rule reads a field the search sets later and the
     user left unpinned (TRN001's generation batch, TRN005's KTO micro-batch: micro-batch 1 is a placeholder)."""
     reads = rules.get_rule(rule_id).reads

@@ -12,16 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
+from model_configs import QWEN_SMALL
 
 from advisor.bundle.render import _md, _mdcell, _mdcode, _mdprose
 from advisor.cli import main
 
-QWEN_SMALL = {  # a Qwen2-shaped config.json (Qwen2.5-0.5B's numbers)
-    "architectures": ["Qwen2ForCausalLM"], "hidden_size": 896, "intermediate_size": 4864,
-    "max_position_embeddings": 32768, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
-    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": True,
-    "vocab_size": 151936,
-}
 HOSTILE = "<img src=x onerror=alert(1)> | [link](javascript:alert(1)) ```"
 HOSTILE_VALUES = [HOSTILE, "<script>alert(1)</script>", "[x](javascript:alert(1))", "![i](http://e/x.png)",
                   "<http://evil>", "&lt;b&gt;", "&#60;img&#62;", "*bold* _em_ __strong__ ~~s~~", "a\\|b", "`",
