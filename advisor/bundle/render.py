@@ -668,8 +668,9 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
                            "unused: only GKD has a teacher"),
         "trust_remote_code": ("asked for (--trust-remote-code)" if plan.trust_remote_code else
                               "never run code from the model repository unless asked"),
-        "overlap_comm": ("ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a "
-                         "side stream, behind the backward" if plan.uses_deepspeed and plan.overlap_comm else
+        "overlap_comm": ("ds_config.json zero_optimization.overlap_comm: gradient reduction on a side stream, "
+                         "overlapping the backward (DeepSpeed's default turns it on at stage 3 only)"
+                         if plan.uses_deepspeed and plan.overlap_comm else
                          "ds_config.json zero_optimization.overlap_comm" if plan.uses_deepspeed else
                          "unused: not a DeepSpeed plan"),
     }

@@ -84,7 +84,7 @@ CONFIG = {
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # 2 x r, the ratio of TRL's ModelConfig defaults (lora_r 16, lora_alpha 32)
     'trust_remote_code': False,  # never run code from the model repository unless asked
-    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a side stream, behind the backward
+    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction on a side stream, overlapping the backward (DeepSpeed's default turns it on at stage 3 only)
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
 }
 DATASET = 'trl-lib/ultrafeedback_binarized'  # TRL's DPO example: chosen/rejected conversation pairs

@@ -86,7 +86,7 @@ CONFIG = {
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
-    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a side stream, behind the backward
+    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction on a side stream, overlapping the backward (DeepSpeed's default turns it on at stage 3 only)
     'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
     'beta': 0.0,  # KL coefficient: a reference model is loaded only when beta > 0; GRPOConfig default 0.0
     'vllm_server_host': '127.0.0.1',  # launch.sh starts the server on node 0, where the main process runs

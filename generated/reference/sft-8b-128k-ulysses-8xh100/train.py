@@ -82,7 +82,7 @@ CONFIG = {
     'teacher_params': 0,  # unused: only GKD has a teacher
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
-    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction and offload copies on a side stream, behind the backward
+    'overlap_comm': True,  # ds_config.json zero_optimization.overlap_comm: gradient reduction on a side stream, overlapping the backward (DeepSpeed's default turns it on at stage 3 only)
     'pad_to_multiple_of': 8,  # Ulysses splits each sequence into sp_size=8 pieces
 }
 DATASET = 'trl-lib/Capybara'  # TRL's SFT example: multi-turn conversations in a `messages` column
