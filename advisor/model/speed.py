@@ -236,17 +236,18 @@ was left out while the model's other terms exceeded its measured 16-CPU step; wi
 counted at ZERO3_PERSISTENT_HOOK_FRACTION they no longer do, and its pair, whose 8-CPU step is 0.82 s longer where
 the others' are 0.25-0.52 s longer, enters: what else in Gemma-3's offloaded step follows the CPU count is not
 measured apart."""
-CPU_ADAM_SERIAL_NS = 0.130
+CPU_ADAM_SERIAL_NS = 0.071
 """The part that more CPUs do not shorten, ns per fp32 parameter (host memory bandwidth, the single-threaded work
 around each sub-group's step): each offload record's implied CPU step per parameter less CPU_ADAM_CORE_NS / its CPUs,
-the median per host, then over the ten hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
-medians run from 0.04 to 0.49 ns on machines of one kind, and each host's records predicted from the other hosts'
-terms are off by 12 % (median) and 44 % (worst) (leave one host out, docs/accuracy.md). With 16 CPUs the two terms
-give 0.39 ns per parameter. It was 0.275 while the gradients' copies to the host were counted as mostly hidden behind
-the backward (offload_gradient_bytes): fitted to grad_accum-1 rows, it carried their cost, which made ZeRO-2 offload
-rows over-predicted by 13-41 % and ZeRO-3's with accumulation under-predicted; counted in series, ZeRO-2 and ZeRO-3
-records of one host imply about the same serial part (docs/accuracy.md, optimizer offload with gradient
-accumulation)."""
+the median per host, then over the eleven hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
+medians run from 0.04 to 0.49 ns on machines of one kind, six of them at 0.04-0.07 and five at 0.19-0.49, and each
+host's records predicted from the other hosts' terms are off by 8 % (median) and 40 % (worst) (leave one host out,
+docs/accuracy.md). With 16 CPUs the two terms give 0.33 ns per parameter. It was 0.275 while the gradients' copies to
+the host were counted as mostly hidden behind the backward (offload_gradient_bytes): fitted to grad_accum-1 rows, it
+carried their cost, which made ZeRO-2 offload rows over-predicted by 13-41 % and ZeRO-3's with accumulation
+under-predicted; counted in series, ZeRO-2 and ZeRO-3 records of one host imply about the same serial part
+(docs/accuracy.md, optimizer offload with gradient accumulation). 0.130 over ten hosts; the eleventh (the rows of
+bench/rows/offload-ga-validate-2026-12-03.json, predicted with 0.130 before they ran) was a fast one."""
 ZERO3_COPY_BACK_NS = 0.396
 """ZeRO-3 optimizer offload, the updated weights back to the GPU, ns per parameter of the partition: stage3.py
 _reassign_or_swap_out_partitioned_parameters runs `fp16_flat.data.copy_(fp32_flat.data)`, a blocking host fp32 ->

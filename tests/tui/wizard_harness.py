@@ -104,15 +104,30 @@ def screens() -> dict[str, dict]:
     }
 
 
-async def capture(name: str, size: tuple[int, int], workdir: Path, *, title: str | None = None,
+WORK_ROOT = Path("/tmp/trl-advisor-wizard-snapshots")
+"""Where each screen runs: a fixed folder per screen and size, because the wizard's re-create line names the
+hardware file by its absolute path, which a fresh temporary folder would change on every run."""
+
+
+def screen_workdir(name: str, size: tuple[int, int]) -> Path:
+    """The screen's own folder under WORK_ROOT, emptied (one per screen and size: parallel test workers never
+    share one)."""
+    work = WORK_ROOT / f"{name}-{size[0]}x{size[1]}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
+async def capture(name: str, size: tuple[int, int], workdir: Path | None = None, *, title: str | None = None,
                   text: bool = False) -> str:
-    """The SVG of one screen at one size (`text`: the screen as plain text instead), run with `workdir` as the
-    current folder (the fixture file copied in)."""
+    """The SVG of one screen at one size (`text`: the screen as plain text instead), run with its screen_workdir
+    as the current folder (the fixture file copied in); `workdir` is not used (the folder must not vary)."""
     import os
 
     from tui import make_app
 
     spec = screens()[name]
+    workdir = screen_workdir(name, size)
     shutil.copy(FIXTURES / H100_FILE, workdir / H100_FILE)
     old = os.getcwd()
     os.chdir(workdir)
@@ -141,6 +156,7 @@ async def capture(name: str, size: tuple[int, int], workdir: Path, *, title: str
             return app.export_screenshot(title=title or f"trl-advisor wizard: {name}")
     finally:
         os.chdir(old)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def snapshot_path(name: str, size: tuple[int, int]) -> Path:
