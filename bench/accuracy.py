@@ -1415,9 +1415,9 @@ def _offload_ga_section(w, rows: list[Evaluated]) -> None:
         def per_mb(xs: list[dict[str, Any]]) -> str:
             return ", ".join(f"{x['slope'][0] / x['slope'][1] - 1:+.0%}" for x in xs)
         w(f"Per micro-batch, measured against predicted: ZeRO-2 {per_mb(z2)}, ZeRO-3 {per_mb(z3)}. ZeRO-3's "
-          "micro-batches under offload differ between machines more than ZeRO-2's: Qwen2.5-1.5B at grad_accum 4 "
-          "took " + ", ".join(f"{t:.2f}" for t in _records_of(rows, "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4-ga4"))
-          + " s on three machines, its grad_accum-1 twin within 12 % on the same machines; no term follows that.")
+          "micro-batches under offload differ between machines more than ZeRO-2's: "
+          + _twin_spread(rows, "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4-ga4",
+                         "sft-q1.5b-full-bf16-z3off-ckpt-s2048-b4@16cpu") + "; no term follows that.")
         w("")
     _memory_history_note(w, rows)
     offload_bundles = load_verify_1201((VERIFY_OFFLOAD,))
@@ -1427,13 +1427,43 @@ def _offload_ga_section(w, rows: list[Evaluated]) -> None:
           "the bundles write it, where the series above ran DeepSpeed's default): " + "; ".join(
               f"{e.run.name} ({e.run.knobs.get('micro_batch')} x {e.run.knobs.get('grad_accum')}) step "
               f"{_pct(e.err_step)}, peak allocated {_pct(e.err_allocated)}" for e in offload_bundles)
-          + " (predicted now). Both passed; before the copies were counted in series the ZeRO-2 one was predicted "
-          "7 % fast, which is part of why they are counted so with overlap_comm on as well.")
+          + " (predicted now). Both passed verify; as predicted when they ran, before the copies were counted in "
+          "series, their tokens/s were " + " and ".join(f"{x:+.1f} %" for x in _verify_tokens_errors(VERIFY_OFFLOAD))
+          + " (docs/verify.md): the steps took longer than predicted, as counting the copies in series with "
+          "overlap_comm on expects.")
         w("")
 
 
-def _records_of(rows: list[Evaluated], name: str) -> list[float]:
-    return next((list(e.run.step_records) for e in rows if e.run.name == name), [])
+def _verify_tokens_errors(rel: str, root: Path = REPO) -> list[float]:
+    """The tokens/s error each verify record of `rel` reported when it ran (measured against its estimate then)."""
+    out = []
+    for rec in _read_jsonl(root / rel):
+        err = ((rec.get("verify") or {}).get("error_pct") or {}).get("tokens_per_second")
+        if err is not None:
+            out.append(float(err))
+    return out
+
+
+def _twin_spread(rows: list[Evaluated], name: str, twin: str) -> str:
+    """`name`'s records per machine (results file) next to `twin`'s on the same machines, and how far apart each
+    configuration's records lie."""
+    by = {e.run.name: e.run for e in rows}
+    a, b = by.get(name), by.get(twin)
+    if a is None or b is None:
+        return ""
+
+    def machine(f: str) -> str:  # the GA series' two files are one machine's
+        return OFFLOAD_GA[0] if f in OFFLOAD_GA else f
+
+    twin_on = {machine(f): t for t, f in zip(b.step_records, b.step_files, strict=False)}
+    pairs = [(f, t, twin_on[machine(f)]) for t, f in zip(a.step_records, a.step_files, strict=False)
+             if machine(f) in twin_on]
+    if len(pairs) < 2:
+        return ""
+    ones, twos = [p[2] for p in pairs], [p[1] for p in pairs]
+    return (f"{name} took " + ", ".join(f"{t:.2f}" for t in twos) + f" s on {len(pairs)} machines "
+            f"({max(twos) / min(twos) - 1:.0%} apart), its grad_accum-1 twin " + ", ".join(f"{t:.2f}" for t in ones)
+            + f" s on the same machines ({max(ones) / min(ones) - 1:.0%} apart)")
 
 
 def _memory_history_note(w, rows: list[Evaluated]) -> None:
