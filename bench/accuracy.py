@@ -67,7 +67,8 @@ RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-20
            "bench/results/h200-2026-12-03-zero3-norms-3.jsonl", "bench/results/h200-2026-12-03-ckpt-overlap.jsonl",
            "bench/results/h200-2026-12-03-ckpt-overlap-2.jsonl", "bench/results/h200-2026-12-03-ckpt-overlap-3.jsonl",
            "bench/results/h200-2026-12-03-ckpt-overlap-4.jsonl", "bench/results/h200-2026-12-03-offload-ga.jsonl",
-           "bench/results/h200-2026-12-03-offload-ga-2.jsonl", "bench/results/h200-2026-12-03-offload-ga-validate.jsonl")
+           "bench/results/h200-2026-12-03-offload-ga-2.jsonl", "bench/results/h200-2026-12-03-offload-ga-validate.jsonl",
+           "bench/results/h200-2026-12-03-zero-step.jsonl")
 """Benchmark records (bench/README.md), in the order they were measured: the last record of a name counts for memory,
 the median of its records for step time (step_of_records). The
 plan-quality files (bench.plan_quality) are benchmark rows too: the planner's pick and its neighbours, each
@@ -958,8 +959,11 @@ def _issue14_section(w, report: Report) -> None:
       "Llama/Qwen/Mistral/Phi-3 layer's down_proj, whose output nothing saves, is not recomputed in full training; "
       "counted on the CPU with saved-tensor hooks, six of seven GEMMs recomputed per Qwen2/Llama layer, and checked "
       "on twelve checkpointed rows written down before they ran, above) and DPO/KTO LoRA's switching the adapters "
-      "off for the reference forward (ADAPTER_TOGGLE_SECONDS, timed by bench/adapter_probe.py on the H200 host); the host-side speed constants refitted on the fit rows of every "
-      "file. Measurement: every row whose step the "
+      "off for the reference forward (ADAPTER_TOGGLE_SECONDS, timed by bench/adapter_probe.py on the H200 host); DeepSpeed ZeRO's own optimizer "
+      "step (fp32 FusedAdam, the per-tensor fp64 norms, the flat fp32 copy and the copy back: about 82 B per "
+      "parameter, not 40, and ZeRO-1/2's per-tensor host loop, profiled on ZeRO twins written down before they ran: "
+      "DeepSpeed ZeRO's optimizer step, profiled, above); the host-side speed constants refitted on the fit rows of "
+      "every file. Measurement: every row whose step the "
       "host CPU sets was measured on two to four machines and a configuration's step time is the median of its "
       "records (step time measured more than once, above); the two generation constants were refitted on those "
       "medians, and verify widens the speed band of a host-bound plan by its own spread up to "
@@ -1355,6 +1359,8 @@ OFFLOAD_GA = ("bench/results/h200-2026-12-03-offload-ga.jsonl", "bench/results/h
 OFFLOAD_GA_ROWS = "bench/rows/offload-ga-2026-12-03.json"
 OFFLOAD_GA_THEN = "bench/rows/offload-ga-2026-12-03-predicted.json"
 OFFLOAD_GA_VALIDATE = "bench/rows/offload-ga-validate-2026-12-03.json"
+ZERO_STEP_ROWS = "bench/rows/zero-step-2026-12-03.json"
+ZERO_STEP_THEN = "bench/rows/zero-step-2026-12-03-predicted.json"
 OFFLOAD_GA_VALIDATE_THEN = "bench/rows/offload-ga-validate-2026-12-03-predicted.json"
 MEMORY_HISTORY = "bench/results/memory-history-h200-2026-12-03.jsonl"
 VERIFY_OFFLOAD = "bench/results/verify-h200-2026-12-03-offload.jsonl"
@@ -1862,6 +1868,11 @@ def _family_validate_section(w, rows: list[Evaluated]) -> None:
                             "written down with the predictions of the model before the gradients' copies were "
                             "counted in series (`{then}`); the step compared is each configuration's median over "
                             "its records")
+    _predicted_then_section(w, rows, "ZeRO optimizer steps predicted before they ran", ZERO_STEP_ROWS, ZERO_STEP_THEN,
+                            "GPU-bound full fine-tunes of four models (Qwen2.5-0.5B, Llama-3.2-1B, Qwen3-1.7B, "
+                            "Phi-3-mini), each without DeepSpeed and under ZeRO-2 (overlap_comm off and on) and ZeRO-3, "
+                            "one step of each profiled, written down with the predictions of the model before the ZeRO "
+                            "step's own terms (`{then}`: 40 B per parameter at MEM_BW_EFFICIENCY)")
     _predicted_then_section(w, rows, "Offload rows with accumulation predicted by the new terms before they ran",
                             OFFLOAD_GA_VALIDATE, OFFLOAD_GA_VALIDATE_THEN, "new configurations of four more models "
                             "(Gemma-3-1B, SmolLM2-1.7B, Qwen2.5-0.5B on ZeRO-2 offload, Llama-3.2-3B on ZeRO-3 "
@@ -2030,6 +2041,44 @@ def _zero_hooks_section(w, rows: list[Evaluated]) -> None:
           f"{ratio(no)} times: the adapters' lora_A / lora_B modules are counted as modules the hooks fetch in every "
           "pass, and without checkpointing that is too much; which part of their fetch the hooks skip is not "
           "measured apart.")
+    w("")
+
+
+def _zero_step_section(w) -> None:
+    """DeepSpeed ZeRO's optimizer step as bench.zero_step_terms derives it from the profiled rows."""
+    from bench import zero_step_terms as Z
+
+    got = Z.pairs()
+    if not got:
+        return
+    derived = Z.derive()
+    w("### DeepSpeed ZeRO's optimizer step, profiled")
+    w("")
+    w(f"`python -m bench.zero_step_terms` reads `{ZERO_STEP_ROWS}`'s records (one H200, one step of each row under "
+      "torch.profiler): each ZeRO row against the same step without DeepSpeed. Step GPU is the kernel time ZeRO adds "
+      "plus the optimizer step the model counts for the plain row (the step ZeRO replaces); host gap is how much more "
+      "of the step the GPU spent idle (the step less its kernel time). The ZeRO-2 rows give `DS_STEP_BYTES_PER_PARAM` "
+      f"= {derived['DS_STEP_BYTES_PER_PARAM']:g} B at the elementwise rate and `DS_STEP_KERNEL_SECONDS_PER_TENSOR` = "
+      f"{derived['DS_STEP_KERNEL_SECONDS_PER_TENSOR']:g} s (least squares) and `DS_STEP_HOST_SECONDS_PER_TENSOR` = "
+      f"{derived['DS_STEP_HOST_SECONDS_PER_TENSOR']:g} s (median); the ZeRO-3 rows' host gap holds their fetch hooks "
+      "too, so they take the GPU terms only.")
+    w("")
+    w("| ZeRO row | stage | trainable params (B) | tensors | step GPU (ms) | model now (ms) | host gap (ms) | "
+      "step added, measured (ms) |")
+    w("|---|---|---|---|---|---|---|---|")
+    from advisor.model.bench_rows import plan_from_bench_row
+
+    rows_by = {r["name"]: r for r in json.loads((REPO / ZERO_STEP_ROWS).read_text())}
+    gpu = resolve_gpu(GPU_ID)
+    for r in got:
+        row = rows_by.get(r["name"])
+        now = ""
+        if row is not None:
+            plan = plan_from_bench_row(row)
+            d = MD.dims(resolve_model(row["model"]))
+            now = f"{S.zero_step_gpu_seconds(d, plan, Target(gpu=gpu, gpus_per_node=1, nodes=1)) * 1e3:.1f}"
+        w(f"| {r['name']} | {r['stage']} | {r['params'] / 1e9:.2f} | {r['tensors']} | {r['step_gpu_s'] * 1e3:.1f} | "
+          f"{now} | {r['host_gap_s'] * 1e3:.1f} | {r['added_step_s'] * 1e3:.1f} |")
     w("")
 
 
@@ -2360,6 +2409,7 @@ def render_markdown(report: Report) -> str:
     w("")
     _host_bound_section(w, [e for e in rows if e.run.status == "ok" and e.err_step is not None])
     _zero_hooks_section(w, rows)
+    _zero_step_section(w)
     _zero3_norms_section(w, rows)
     _reproducibility_section(w, rows)
     w("Known gaps, by family:")

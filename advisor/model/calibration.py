@@ -91,7 +91,7 @@ one above the memory band or below the speed band still fails."""
 HOST_BOUND_NOTE_SHARE = 0.75
 """A plan whose predicted step is at least this share host-bound (advisor.model.speed.host_bound_share) is told that
 its tokens/s follow the host CPU (host_bound_note): in docs/accuracy.md that band holds most of the runs whose step time
-is off by more than 20 % (8 of 14; all but one of the rest are half host-bound or step DeepSpeed's optimizer on the
+is off by more than 20 % (8 of 16; all but one of the rest are half host-bound or step DeepSpeed's optimizer on the
 CPU), and its median error is two to three times the others'."""
 HOST_BOUND_STEP_ERROR_MEDIAN = 0.100
 """Median |step-time error| of the measured runs in that band (docs/accuracy.md, step-time error by host-bound share;

@@ -195,13 +195,16 @@ work over the fp32 adapters costs this is not isolated."""
 DATA_ROWS = {"dpo": 2}
 """Sequences the data path builds per sample beyond one: DPO's chosen and rejected."""
 
-DS_GRAD_HOOK_SECONDS = 6.88e-4
+DS_GRAD_HOOK_SECONDS = 6.4e-4
 """DeepSpeed ZeRO-1/2/3 host CPU time per trainable parameter tensor per micro-batch (grad hook, copy into the ipg
 bucket, bucket bookkeeping). Seeded from gpu-notes.md at 4.5e-4 (0.5B, 290 tensors, 8 x 1024 tokens, one H200: ZeRO-2
 0.25 s vs plain 0.12 s per step -> 0.13 s / 290), when it was added to the step; fitted with DS_FETCH_SECONDS on the
 fit rows once both became host dispatch that overlaps the GPU's queue (deepspeed_hook_seconds): 7.4e-4. Refitted
 (7.4e-4 before) on the fit rows once the GPU's rates were measured by kernel (bench/kernel_terms.py), the data path
-and LoRA's per-step cost were their own terms, and forward and backward overlapped apart."""
+and LoRA's per-step cost were their own terms, and forward and backward overlapped apart. Refitted alone
+(6.88e-4 before) on the fit rows once the ZeRO optimizer step's GPU work and host part were terms of their own
+(DS_STEP_BYTES_PER_PARAM, DS_STEP_HOST_SECONDS_PER_TENSOR): the calibration's objective over the fit rows is lowest
+at 6.0-6.5e-4, flat between."""
 DS_FETCH_SECONDS = 7.73e-4
 """DeepSpeed ZeRO-3 host CPU time per parameter-holding module per fetch pass (forward, backward, and the recompute
 under checkpointing): the pre/post-forward hooks' fetch_sub_module / release_sub_module, one params set, wait loop and
@@ -236,18 +239,19 @@ was left out while the model's other terms exceeded its measured 16-CPU step; wi
 counted at ZERO3_PERSISTENT_HOOK_FRACTION they no longer do, and its pair, whose 8-CPU step is 0.82 s longer where
 the others' are 0.25-0.52 s longer, enters: what else in Gemma-3's offloaded step follows the CPU count is not
 measured apart."""
-CPU_ADAM_SERIAL_NS = 0.071
+CPU_ADAM_SERIAL_NS = 0.076
 """The part that more CPUs do not shorten, ns per fp32 parameter (host memory bandwidth, the single-threaded work
 around each sub-group's step): each offload record's implied CPU step per parameter less CPU_ADAM_CORE_NS / its CPUs,
 the median per host, then over the eleven hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
 medians run from 0.04 to 0.49 ns on machines of one kind, six of them at 0.04-0.07 and five at 0.19-0.49, and each
-host's records predicted from the other hosts' terms are off by 8 % (median) and 40 % (worst) (leave one host out,
+host's records predicted from the other hosts' terms are off by 9 % (median) and 39 % (worst) (leave one host out,
 docs/accuracy.md). With 16 CPUs the two terms give 0.33 ns per parameter. It was 0.275 while the gradients' copies to
 the host were counted as mostly hidden behind the backward (offload_gradient_bytes): fitted to grad_accum-1 rows, it
 carried their cost, which made ZeRO-2 offload rows over-predicted by 13-41 % and ZeRO-3's with accumulation
 under-predicted; counted in series, ZeRO-2 and ZeRO-3 records of one host imply about the same serial part
 (docs/accuracy.md, optimizer offload with gradient accumulation). 0.130 over ten hosts; the eleventh (the rows of
-bench/rows/offload-ga-validate-2026-12-03.json, predicted with 0.130 before they ran) was a fast one."""
+bench/rows/offload-ga-validate-2026-12-03.json, predicted with 0.130 before they ran) was a fast one; 0.071 while
+DS_GRAD_HOOK_SECONDS was 6.88e-4 (before the ZeRO step's host part was its own term)."""
 ZERO3_COPY_BACK_NS = 0.396
 """ZeRO-3 optimizer offload, the updated weights back to the GPU, ns per parameter of the partition: stage3.py
 _reassign_or_swap_out_partitioned_parameters runs `fp16_flat.data.copy_(fp32_flat.data)`, a blocking host fp32 ->
@@ -272,6 +276,31 @@ weight and both moments written). Timed apart on the H200 (bench/optimizer_probe
 h200-2026-12-02.json: clip + step of seven bf16 models, 1.0-7.6B parameters, 12-63 ms, 2.0-2.9x the 16 B per
 parameter at MEM_BW_EFFICIENCY used before; at this count and ELEMENTWISE_BW_EFFICIENCY the dense models come within
 10 %, Gemma-3-1B's 340 tensors excepted)."""
+DS_STEP_BYTES_PER_PARAM = 63.2
+"""Bytes per partitioned parameter DeepSpeed's ZeRO optimizer step streams, counted at the elementwise rate: its
+kernels, profiled on one H200 (bench/rows/zero-step-2026-12-03.json, bench/results/h200-2026-12-03-zero-step.jsonl:
+ZeRO-2 and ZeRO-3 against the same step without DeepSpeed, four models of 0.5-3.8B), are fp32 FusedAdam (28 B: weight,
+grad and both moments read, three written), each 16-bit grad cast to fp64 and its norm taken one tensor at a time
+(get_grad_norm_direct: 10 + 8 B), the partition flattened to fp32 (6 B), scaled for clipping (8 B) and copied back to
+the 16-bit weights (6 B), and the gradients' bucket copies and averaging (16 B): about 82 B, 101 ms for Phi-3-mini
+under ZeRO-2 and 101 ms under ZeRO-3, where the step without DeepSpeed is 20 B (OPTIMIZER_BYTES_PER_WEIGHT_BYTE).
+Fitted with DS_STEP_KERNEL_SECONDS_PER_TENSOR by least squares to the ZeRO-2 rows' added kernel time plus the step
+without DeepSpeed (`python -m bench.zero_step_terms`). 40 B at MEM_BW_EFFICIENCY before: the added step was predicted
+3-10 ms where 16-75 ms of kernels were measured."""
+DS_STEP_KERNEL_SECONDS_PER_TENSOR = 2.96e-5
+"""GPU seconds per trainable tensor of a ZeRO optimizer step beyond its bytes: the per-tensor loops launch about 19
+short kernels per tensor (the ZeRO-2 rows' kernel counts grow by 18.7-19.4 per tensor), each with a floor of its own
+(fitted with DS_STEP_BYTES_PER_PARAM)."""
+DS_MICRO_BYTES_PER_PARAM = 12.0
+"""ZeRO-2/3 each micro-batch that does not step: every gradient copied into the reduction bucket and out to its
+partition (device-to-device, 2 + 2 B each) and averaged in place (2 + 2 B) (stage_1_and_2.py
+reduce_independent_p_g_buckets_and_remove_grads, copy_grads_in_partition, gradient_reduction_w_predivide); the
+micro-batch that steps is in DS_STEP_BYTES_PER_PARAM."""
+DS_STEP_HOST_SECONDS_PER_TENSOR = 7.7e-5
+"""Host seconds per trainable tensor of a ZeRO optimizer step that the GPU does not hide: the ZeRO-2 rows' step less
+their kernel time grows by 0.055-0.178 ms per tensor over the same step without DeepSpeed (median 0.077, eight
+records, `python -m bench.zero_step_terms`): the step's per-tensor loops (the fp64 norms, the flattening) launch
+after the backward's queue has drained."""
 HOST_MEMORY_BW_GBPS = 150.0
 """Cap on a node's usable host memory bandwidth (two-socket DDR5 servers: ~300 GB/s peak, ~50% sustained)."""
 NVME_GBPS = 6.0
@@ -802,21 +831,48 @@ def optimizer_step_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision
     grad for the norm and scales it in place (3w bytes per param), then fused AdamW (optim "adamw_torch_fused") reads
     weight, grad and both moments and writes weight and both moments (7w): OPTIMIZER_BYTES_PER_WEIGHT_BYTE x w, at the
     elementwise rate (torch's foreach / fused kernels stream at it, not at the GEMM-adjacent MEM_BW_EFFICIENCY).
-    DeepSpeed (per partition): 16-bit grads -> fp32 (2 + 4), fp32 grad read (4), master and moments read and written
-    (24), the 16-bit copy written (2), the norm (4): ~40 B. Offloaded optimizers run on the CPU (cpu_adam)."""
+    DeepSpeed's ZeRO step on its partition: zero_step_gpu_seconds. Offloaded optimizers run on the CPU (cpu_adam)."""
     if plan.offload != "none":
         return 0.0
     adapter = plan.method != "full"
     ptr = MS.trainable_params(d, plan)
     n = MS.shard_count(plan)
     if plan.backend == "deepspeed":
-        local = ptr / (n if plan.zero_stage >= 1 else 1)
-        nbytes = local * 40.0
-    else:
-        w = pr.adapter if adapter else pr.trained
-        local = ptr / (n if plan.backend == "fsdp2" else 1)
-        return local * OPTIMIZER_BYTES_PER_WEIGHT_BYTE * w / elementwise_bw(target)
-    return nbytes / mem_bw(target)
+        return zero_step_gpu_seconds(d, plan, target)
+    w = pr.adapter if adapter else pr.trained
+    local = ptr / (n if plan.backend == "fsdp2" else 1)
+    return local * OPTIMIZER_BYTES_PER_WEIGHT_BYTE * w / elementwise_bw(target)
+
+
+def _zero_trainable_tensors(d: MD.Dims, plan: Plan) -> int:
+    """The trainable tensors DeepSpeed's ZeRO optimizer loops over: the adapters' under LoRA, else every tensor."""
+    return adapter_tensors(d, plan) or d.tensors
+
+
+def zero_step_gpu_seconds(d: MD.Dims, plan: Plan, target: Target) -> float:
+    """The GPU work of DeepSpeed's ZeRO optimizer step on its partition (stage_1_and_2.py / stage3.py step, not
+    offloaded): DS_STEP_BYTES_PER_PARAM per partitioned parameter at the elementwise rate and
+    DS_STEP_KERNEL_SECONDS_PER_TENSOR per trainable tensor of the partition (its per-tensor norm loop); ZeRO-2/3 also
+    copy every gradient into the reduction bucket and average it each micro-batch that does not step
+    (DS_MICRO_BYTES_PER_PARAM)."""
+    n = MS.shard_count(plan) if plan.zero_stage >= 1 else 1
+    ptr = MS.trainable_params(d, plan)
+    seconds = (ptr / n * DS_STEP_BYTES_PER_PARAM / elementwise_bw(target)
+               + _zero_trainable_tensors(d, plan) / n * DS_STEP_KERNEL_SECONDS_PER_TENSOR)
+    if plan.zero_stage >= 2:
+        seconds += (plan.grad_accum - 1) * ptr * DS_MICRO_BYTES_PER_PARAM / elementwise_bw(target)
+    return seconds
+
+
+def zero_step_host_seconds(d: MD.Dims, plan: Plan) -> float:
+    """Host time of DeepSpeed's ZeRO-1/2 optimizer step that no GPU work hides (DS_STEP_HOST_SECONDS_PER_TENSOR per
+    trainable tensor of the partition, measured on ZeRO-2: stage_1_and_2.py runs ZeRO-1 and 2). 0 without it, with the
+    optimizer offloaded (offload_seconds counts that step) and under ZeRO-3, whose host gap the profiled rows cannot
+    part from its fetch hooks (DS_FETCH_SECONDS, measured apart by bench/zero3_hook_probe.py)."""
+    if plan.backend != "deepspeed" or plan.zero_stage not in (1, 2) or plan.offload != "none":
+        return 0.0
+    n = MS.shard_count(plan)
+    return _zero_trainable_tensors(d, plan) / n * DS_STEP_HOST_SECONDS_PER_TENSOR
 
 
 def communication_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision, micro: dict[str, float]) -> float:
@@ -1112,7 +1168,8 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
         "cpu_adam": cpu_adam,
         "optimizer_step": opt,
         "generation": gen,
-        "overhead": ga * overhead_micro + STEP_FIXED_SECONDS + lora_step_seconds(d, plan),
+        "overhead": (ga * overhead_micro + STEP_FIXED_SECONDS + lora_step_seconds(d, plan)
+                     + zero_step_host_seconds(d, plan)),
         "data": data_seconds(plan),
     }
     step = sum(breakdown.values())

@@ -11,7 +11,7 @@ Tolerances (why these numbers):
   runs out of memory) and always fails. Measured below the band fails too (the estimate is wrong, and faster plans
   may have been rejected as not fitting) except when the run read real data without packing: samples shorter than
   seq_len then lower the peak, so a low reading proves nothing.
-* Speed: pass within SPEED_TOLERANCE_PCT (20 %, advisor.verify.limits says which measurements it comes from) plus
+* Speed: pass within SPEED_TOLERANCE_PCT (15 %, advisor.verify.limits says which measurements it comes from) plus
   this run's own spread, capped. Tokens are counted as the plan counts them (every sequence seq_len long), which
   --synthetic-data makes true; with real data shorter samples make a run look faster, so a reading above the band
   then passes with a note, as memory below it does. In quick mode the step time compared is the measured one

@@ -53,13 +53,14 @@ def test_every_measured_row_is_in_the_report(report):
     # rows of ckpt-validate-2026-12-02.json, and the 7 new ZeRO-3 twins of zero3-norms-2026-12-03.json, and the 5
     # new configurations of ckpt-overlap-2026-12-03.json (checkpointed and plain twins, profiled), and the 5 new
     # configurations of offload-ga-2026-12-03.json (ZeRO-2/3 offload at grad_accum 2 and 4) and the 4 of
-    # offload-ga-validate-2026-12-03.json (predicted by the terms these gave before they ran). The
+    # offload-ga-validate-2026-12-03.json (predicted by the terms these gave before they ran), and the 9 new
+    # configurations of zero-step-2026-12-03.json (ZeRO-2 with overlap_comm, ZeRO-2/3 twins, profiled). The
     # re-measurements (and the host-phase records of
     # bench/rows/phases-2026-12-02.json, and the profiled steps of profile-steps-2026-12-02.json) add records, not rows.
     bench = [e for e in report.rows if e.run.source == "bench"]
     pq = [e for e in bench if e.run.name.startswith("pq-")]
     assert sum(e.run.status == "ok" for e in bench) == (58 + 26 + 6 + 24 + 4 + 4 + 20 + 6 + 6 + 8 + 11 + 6 + 15 + 16
-                                                         + 12 + 7 + 5 + 5 + 4)
+                                                         + 12 + 7 + 5 + 5 + 4 + 9)
     assert sum(e.run.status == "oom" for e in bench) == 3 + 1
     assert len(pq) == 24 and all(e.run.status == "ok" for e in pq)
     assert sum(e.run.source == "spot" for e in report.rows) == 13
@@ -160,6 +161,15 @@ def test_holdout_split_is_the_matrix_hash_split(report):
     assert {r["split"] for r in validate} == {"holdout"} and not {r["name"] for r in validate} & set(splits)
     assert set(then) == {r["name"] for r in validate}
     splits.update({r["name"]: r["split"] for r in validate})
+    # the profiled ZeRO steps of 2026-12-03: new configurations holdout, each predicted then; the others re-ran
+    # configurations measured before, in their splits
+    zs = json.loads((REPO / A.ZERO_STEP_ROWS).read_text())
+    then = json.loads((REPO / A.ZERO_STEP_THEN).read_text())["predicted"]
+    assert set(then) == {r["name"] for r in zs} and all(r.get("profile_step") for r in zs)
+    fresh = [r for r in zs if r["name"] not in splits]
+    assert len(fresh) == 9 and {r["split"] for r in fresh} == {"holdout"}
+    assert all(splits[r["name"]] == r["split"] for r in zs if r not in fresh)
+    splits.update({r["name"]: r["split"] for r in fresh})
     # the host-phase records and the profiled steps re-ran configurations measured before, in their splits
     for rel in ("bench/rows/phases-2026-12-02.json", "bench/rows/profile-steps-2026-12-02.json",
                 "bench/rows/zero3-norms-again-2026-12-03.json"):
