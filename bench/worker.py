@@ -127,7 +127,7 @@ def deepspeed_config(row: dict) -> dict | None:
         })
     if row["offload"] == "optimizer":
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    return {
+    cfg = {
         "train_micro_batch_size_per_gpu": "auto",
         "train_batch_size": "auto",
         "gradient_accumulation_steps": "auto",
@@ -140,6 +140,11 @@ def deepspeed_config(row: dict) -> dict | None:
         "steps_per_print": 1_000_000,  # keep DeepSpeed's own progress lines out of the log
         "wall_clock_breakdown": False,
     }
+    if row.get("ds_optimizer") == "client":
+        # as the bundles' ds_config.json: no optimizer block, so the Trainer's own optimizer (optim's default,
+        # adamw_torch_fused) is handed to DeepSpeed as the client optimizer
+        del cfg["optimizer"]
+    return cfg
 
 
 def ds_ops_needed(row: dict) -> list[str]:

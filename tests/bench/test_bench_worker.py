@@ -37,6 +37,9 @@ def test_deepspeed_config_shape(rows):
         assert z2[key] == "auto"
     assert z2["bf16"] == {"enabled": "auto"}
     assert set(z2["optimizer"]["params"].values()) == {"auto"}
+    # a row that asks for the bundles' client optimizer gets their ds_config: no optimizer block
+    client = W.deepspeed_config({**by(rows, backend="deepspeed", zero=2)[0], "ds_optimizer": "client"})
+    assert "optimizer" not in client and client["zero_optimization"] == z2["zero_optimization"]
 
 
 def test_zero_sections_pass_deepspeed_validation(rows):
