@@ -167,11 +167,11 @@ def installed_attention_packages() -> dict[str, str]:
 
 
 def machine_attention(row: dict[str, Any], spec: ModelSpec, installed: dict[str, str] | None = None,
-                      gpu: str = "H200") -> tuple[str, str]:
+                      gpu: str = "H200", device: str = "cuda") -> tuple[str, str]:
     """(attn_implementation, why) for a row: its own `attn` when it names one, else what the advisor chooses for
     this model on this machine (advisor.resolve.attention.choose_attention against a probed-like target whose
     software is what is installed here), so a Gemma-2 row loads eager where neither flash-attn nor kernels is
-    installed, as a bundle generated on this machine would."""
+    installed, as a bundle generated on this machine would, and on a CPU run (`device`), where neither can run."""
     from advisor.catalog import resolve_gpu
     from advisor.core.request import Request
     from advisor.core.target import Target
@@ -181,5 +181,9 @@ def machine_attention(row: dict[str, Any], spec: ModelSpec, installed: dict[str,
     if pinned and pinned != "auto":
         return pinned, "row pin"
     installed = installed_attention_packages() if installed is None else installed
+    if device != "cuda":
+        # flash-attn and the Hub kernel the `kernels` package fetches are CUDA kernels: a CPU run has neither, however
+        # installed (transformers >= 5.25 installs `kernels` with itself)
+        installed = {}
     target = Target(gpu=resolve_gpu(gpu), gpus_per_node=1, origin="probe", software=dict(installed))
     return choose_attention(Request(model=spec.id), spec, target, row["precision"])

@@ -130,18 +130,18 @@ def load_rows(a: argparse.Namespace) -> list[dict]:
     if a.backend != "all":
         rows = [r for r in rows if r["backend"] == a.backend]
     rows = M.order_rows(rows, a.order) if not a.rows_file else rows
-    resolve_attention(rows)
+    resolve_attention(rows, a.device)
     return rows
 
 
-def resolve_attention(rows: list[dict]) -> None:
-    """Rows without an attention pin get the advisor's choice for this machine (bench.models.machine_attention),
-    recorded in the row as run: `attn` and `attn_why`."""
+def resolve_attention(rows: list[dict], device: str = "cuda") -> None:
+    """Rows without an attention pin get the advisor's choice for this machine and device
+    (bench.models.machine_attention), recorded in the row as run: `attn` and `attn_why`."""
     installed = None
     for r in rows:
         if r.get("attn") in (None, "auto"):
             installed = installed_attention_packages() if installed is None else installed
-            r["attn"], r["attn_why"] = machine_attention(r, row_spec(r), installed)
+            r["attn"], r["attn_why"] = machine_attention(r, row_spec(r), installed, device=device)
 
 
 def print_rows(rows: list[dict]) -> None:

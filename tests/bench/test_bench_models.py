@@ -111,6 +111,8 @@ def test_machine_attention_is_the_advisors_choice_for_the_packages_installed():
     row = {"attn": None, "precision": "bf16"}
     assert BM.machine_attention(row, gemma, installed={})[0] == "eager"  # Gemma-2 rejects sdpa; no flash-attn
     assert BM.machine_attention(row, gemma, installed={"kernels": "0.11.1"})[0] == "flash_attention_2"
+    # a CPU run cannot load a CUDA kernel, installed or not
+    assert BM.machine_attention(row, gemma, installed={"kernels": "0.19.1"}, device="cpu")[0] == "eager"
     assert BM.machine_attention(row, qwen, installed={})[0] == "sdpa"
     assert BM.machine_attention({"attn": "eager", "precision": "bf16"}, qwen, installed={}) == ("eager", "row pin")
 
