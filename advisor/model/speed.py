@@ -289,7 +289,7 @@ without DeepSpeed (`python -m bench.zero_step_terms`). 40 B at MEM_BW_EFFICIENCY
 3-10 ms where 16-75 ms of kernels were measured."""
 DS_STEP_KERNEL_SECONDS_PER_TENSOR = 2.96e-5
 """GPU seconds per trainable tensor of a ZeRO optimizer step beyond its bytes: the per-tensor loops launch about 19
-short kernels per tensor (the ZeRO-2 rows' kernel counts grow by 18.7-19.4 per tensor), each with a floor of its own
+short kernels per tensor (the ZeRO-2 rows' kernel counts grow by 18.7-19.5 per tensor), each with a floor of its own
 (fitted with DS_STEP_BYTES_PER_PARAM)."""
 DS_MICRO_BYTES_PER_PARAM = 12.0
 """ZeRO-2/3 each micro-batch that does not step: every gradient copied into the reduction bucket and out to its
