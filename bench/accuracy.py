@@ -1367,6 +1367,12 @@ VERIFY_ZERO = "bench/results/verify-h200-2026-12-03-zero.jsonl"
 ZERO_CLIENT = "bench/results/h200-2026-12-03-zero-client.jsonl"
 """A diagnostic, not calibration records: the same configurations with the bundles' client optimizer
 (bench/rows/zero-client-2026-12-03.json, row ds_optimizer "client"), next to DeepSpeed's own, on one machine."""
+ZERO_CLIENT_2 = "bench/results/h200-2026-12-03-zero-client-2.jsonl"
+"""The same five rows again, on the machine whose bundles bench.bundle_phases timed first (BUNDLE_PHASES "m1")."""
+ZERO3_INTERLEAVED = "bench/results/h200-2026-12-03-zero3-interleaved.jsonl"
+"""Three records of the ZeRO-3 client-optimizer row, each run just before one of BUNDLE_PHASES' "m3" bundle runs."""
+BUNDLE_PHASES = "bench/results/bundle-phases-h200-2026-12-03.jsonl"
+"""The 0.5B bundles' own launches timed by bench/bundle_phases.py, on three machines ("machine": m1, m2, m3)."""
 OFFLOAD_GA_VALIDATE_THEN = "bench/rows/offload-ga-validate-2026-12-03-predicted.json"
 MEMORY_HISTORY = "bench/results/memory-history-h200-2026-12-03.jsonl"
 VERIFY_OFFLOAD = "bench/results/verify-h200-2026-12-03-offload.jsonl"
@@ -2136,9 +2142,76 @@ def _zero_bundle_gap(w) -> None:
     own, handed = client.get(base.format("z2") + "-oc"), client.get(base.format("z2") + "-oc-client")
     if gaps and own and handed:
         w(f"Handing the Trainer's optimizer to DeepSpeed costs ZeRO-2 {1e3 * (handed[0] - own[0]):.0f} ms a step (same "
-          f"machine); the bundles' DeepSpeed steps take {min(gaps):.2f}-{max(gaps):.2f} s longer than the benchmark's "
-          "iteration of the same configuration: what else the bundles' DeepSpeed path runs is not measured apart yet.")
+          f"machine); the bundles' DeepSpeed steps took {min(gaps):.2f}-{max(gaps):.2f} s longer than the benchmark's "
+          "iteration of the same configuration.")
         w("")
+    _bundle_phases(w, gaps)
+
+
+def _bundle_step(doc: dict, warmup: int = 2) -> tuple[float, float]:
+    """(median step, median iteration) seconds of one bench.bundle_phases run: the first `warmup` steps (ZeRO-3's
+    trace, advisor/verify/limits.py WARMUP_MICRO_BATCHES) and the profiled ones left out."""
+    its = [i for i in doc["iterations"][warmup:] if not i.get("profiled")]
+    return statistics.median(i["step_s"] for i in its), statistics.median(i["iter_s"] for i in its)
+
+
+def _bench_z3_steps(rel: str, name: str, warmup: int = 2) -> list[float]:
+    """The steps after ZeRO-3's two warm-up steps of each record of `name` in `rel`."""
+    return [s for rec in _read_jsonl(REPO / rel) if rec.get("name") == name and rec.get("status") == "ok"
+            for s in rec["timing"]["step_seconds"][warmup:]]
+
+
+def _bundle_phases(w, gaps: list[float]) -> None:
+    """Where the bundles' DeepSpeed difference went: bench.bundle_phases' timings of the bundles' own launches."""
+    path = REPO / BUNDLE_PHASES
+    if not path.exists():
+        return
+    docs = _read_jsonl(path)
+    z3 = "sft-q0.5b-full-bf16-z3-nockpt-liger-s1024-b64"
+    by_machine: dict[str, list[dict]] = {}
+    for d in docs:
+        if d["bundle"] == "sft-0.5b-zero3":
+            by_machine.setdefault(d["machine"], []).append(d)
+    plain = {m: [_bundle_step(d)[0] for d in ds if "zero3_init_flag" not in d["variant"]]
+             for m, ds in by_machine.items()}
+    no_init = [_bundle_step(d)[0] for d in by_machine.get("m2", []) if "zero3_init_flag" in d["variant"]]
+    with_init = [_bundle_step(d)[0] for d in by_machine.get("m2", []) if "zero3_init_flag" not in d["variant"]]
+    m1_bench = _bench_z3_steps(ZERO_CLIENT_2, z3) + _bench_z3_steps(ZERO_CLIENT_2, z3 + "-client")
+    m3_bench = _bench_z3_steps(ZERO3_INTERLEAVED, z3 + "-client")
+    m3_bundle = [s for d in by_machine.get("m3", []) for s in
+                 (i["step_s"] for i in d["iterations"][2:] if not i.get("profiled"))]
+    fetches, linears = {}, {}
+    for d in by_machine.get("m2", []):
+        for prof in d.get("profiles") or []:
+            if prof["kind"] == "cprofile":
+                top = {r["function"].rsplit(":", 1)[-1]: r["calls"] for r in prof["top"]}
+                fetches[d["variant"]] = top.get("_fetch_sub_module_impl")
+            else:
+                linears[d["variant"]] = next((o["calls"] for o in prof["ops"]
+                                              if o["name"] == "LinearFunctionForZeroStage3"), 0)
+    if not (gaps and plain.get("m1") and plain.get("m2") and m3_bench and m3_bundle and no_init and with_init):
+        return
+    med = statistics.median
+    apart = [med(v) for v in plain.values() if v]
+    w(f"Where that went (`{BUNDLE_PHASES}`: `bench/bundle_phases.py` runs a bundle's train.py unchanged under its own "
+      "`accelerate launch` and ds_config.json, timing the batch fetch, the forward, DeepSpeed's backward and step and "
+      "the logging of each step, and can profile one): the 0.5B ZeRO-3 bundle's step, median after the two warm-up "
+      f"steps, took {med(plain['m1']):.3f} s on one machine (m1, where the benchmark's rows of the configuration "
+      f"had run minutes before at {min(m1_bench):.3f}-{max(m1_bench):.3f} s, `{ZERO_CLIENT_2}`), "
+      f"{med(plain['m2']):.3f} s on a second machine and {med(m3_bundle):.3f} s on a third. On the third, bundle and "
+      f"benchmark record ran in turn, three times each (`{ZERO3_INTERLEAVED}`): the benchmark's steps "
+      f"{med(m3_bench):.3f} s median ({min(m3_bench):.3f}-{max(m3_bench):.3f}), the bundle's {med(m3_bundle):.3f} s "
+      f"({min(m3_bundle):.3f}-{max(m3_bundle):.3f}), {100 * (med(m3_bundle) / med(m3_bench) - 1):+.1f} %. On the "
+      f"second, the bundle with zero3_init_flag false took {med(no_init):.3f} s against {med(with_init):.3f} s with "
+      "it, and a profiled step of each makes the same calls (ZeRO-3's fetch "
+      f"{' / '.join(str(c) for c in fetches.values())} times, DeepSpeed's LinearFunctionForZeroStage3 "
+      f"{' / '.join(str(c) for c in linears.values())} times: DeepSpeed 0.19.8 routes every linear through it "
+      "whichever way the model was partitioned). Interleaved, bundle and benchmark agree; apart, the same bundle's "
+      f"step ranged {min(apart):.3f}-{max(apart):.3f} s over three machines of one kind and day "
+      f"({100 * (max(apart) / min(apart) - 1):.0f} %): the {min(gaps):.2f}-{max(gaps):.2f} s above is of that kind, the variance of a step "
+      "the host sets, not a cost of the bundles' path, and verify's speed band carries the run's own spread for it "
+      "(docs/verify.md).")
+    w("")
 
 
 def _zero3_norms_section(w, rows: list[Evaluated]) -> None:

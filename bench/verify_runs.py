@@ -163,6 +163,23 @@ def edit_config(train_py: Path, edits: dict) -> None:
     train_py.write_text(text, encoding="utf-8")
 
 
+HOST_PROBE_CODE = ("import json, torch; from bench.host_probe import host_cpus, host_probe; "
+                   "print(json.dumps({**host_probe(torch), **host_cpus(torch)}))")
+
+
+def host_probe_here() -> dict | None:
+    """The host's dispatch speed (bench.host_probe) measured in a child process just before a case: a DeepSpeed
+    step of a small model is set by the host, and H200 machines of one kind differ in it, so a verify record is only
+    comparable with a benchmark record of the same configuration next to this figure. The child keeps the parent
+    free of CUDA."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", HOST_PROBE_CODE], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired:
+        return None
+    return _json(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 and proc.stdout.strip() else None
+
+
 def predicted_cost(dry: dict | None, *, cached: bool) -> float:
     """Seconds a verify run is expected to take (module docstring), from its dry run's JSON."""
     if not dry:
@@ -279,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out, "a", encoding="utf-8") as fh:
         for case in cases:
             left = args.budget_seconds - (time.monotonic() - t0)
+            probe = host_probe_here()
             record = run_case(case, gpu=gpu, work=work, logs=logs, shared_init=shared_init, left=left)
+            record["host_probe"] = probe
             record["versions"] = env_versions
             fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
             fh.flush()

@@ -3,6 +3,7 @@ cost; a case that does not fit the budget is recorded as skipped without running
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -65,3 +66,11 @@ def test_summary_line_of_a_run_out_of_memory_gives_the_demand_not_a_peak():
     line = V.summary_line(r)
     assert "peak out of memory, needed >= 140.5 vs 213.1 GiB" in line and "tokens/s - vs 50,461" in line
     assert "2.9" not in line
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_host_probe_here_measures_in_a_child_and_gives_none_when_it_cannot(monkeypatch):
+    probe = V.host_probe_here()
+    assert probe["python_call_us"] > 0 and probe["nograd_op_us"] > 0 and probe["usable_cpus"] >= 1
+    monkeypatch.setattr(V, "HOST_PROBE_CODE", "raise SystemExit(3)")
+    assert V.host_probe_here() is None
