@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -1798,6 +1799,7 @@ def _reproducibility_section(w, rows: list[Evaluated]) -> None:
           "on the machine bench/decode_probe.py ran on: what makes a host slower for these steps is not its per-op "
           "dispatch alone.")
         w("")
+    _host_probe_paragraph(w, rows)
     w("| run | split | host-bound share | records, s per step | spread | ours s | err vs the median | "
       "err vs each record |")
     w("|---|---|---|---|---|---|---|---|")
@@ -2103,6 +2105,88 @@ def _median_steps(rel: str) -> dict[str, tuple[float, float]]:
         if rec.get("status") == "ok" and len(t.get("step_seconds", [])) > 1:
             out[rec["name"]] = (statistics.median(t["step_seconds"][1:]), statistics.median(t["iter_seconds"][1:]))
     return out
+
+
+HOST_SHARE_BANDS = ((0.0, 0.3), (0.3, 0.7), (0.7, 1.01))
+
+
+def probed_records(rows: list[Evaluated], root: Path = REPO) -> list[tuple[Evaluated, float, float]]:
+    """(row, the record's median step after its first, the record's 1-element no_grad CUDA op in seconds, the mean
+    of host_probe before and after) for every record of RESULTS that measured the host's dispatch speed."""
+    by = {e.run.name: e for e in rows if e.run.status == "ok" and e.run.step_seconds}
+    out = []
+    for rel in RESULTS:
+        for rec in _read_jsonl(root / rel):
+            probe, steps = rec.get("host_probe") or {}, (rec.get("timing") or {}).get("step_seconds") or []
+            e = by.get(rec.get("name"))
+            if rec.get("status") != "ok" or e is None or not probe.get("before") or len(steps) < 2:
+                continue
+            ops = [p["nograd_op_us"] for p in (probe["before"], probe.get("after") or probe["before"])]
+            out.append((e, statistics.median(steps[1:]), statistics.mean(ops) * 1e-6))
+    return out
+
+
+def host_probe_fit(records: list[tuple[Evaluated, float, float]]) -> dict[str, Any]:
+    """How a record's step follows its host's measured dispatch speed. Within each configuration with two or more
+    probed records: the correlation (and least-squares slope) of the record's log step against its log op time, both
+    less the configuration's mean, by predicted host-bound share. And each record's |error| against the model's step
+    as it is and with the host-bound share scaled by op / the median op of all probed records (slope 1: what a term
+    for the measured host would do)."""
+    groups: dict[str, list[tuple[Evaluated, float, float]]] = {}
+    for r in records:
+        groups.setdefault(r[0].run.name, []).append(r)
+    bands = []
+    for lo, hi in HOST_SHARE_BANDS:
+        xs, ys = [], []
+        for recs in groups.values():
+            if len(recs) < 2 or not lo <= recs[0][0].host_share < hi:
+                continue
+            lx, ly = [math.log(r[2]) for r in recs], [math.log(r[1]) for r in recs]
+            xs += [x - statistics.mean(lx) for x in lx]
+            ys += [y - statistics.mean(ly) for y in ly]
+        if len(xs) >= 5 and statistics.pstdev(xs) > 0 and statistics.pstdev(ys) > 0:
+            sxy = sum(x * y for x, y in zip(xs, ys, strict=True))
+            bands.append({"band": (lo, hi), "records": len(xs), "slope": sxy / sum(x * x for x in xs),
+                          "r": sxy / math.sqrt(sum(x * x for x in xs) * sum(y * y for y in ys))})
+    ref = statistics.median(r[2] for r in records)
+    errs: dict[str, list[float]] = {"as is": [], "scaled": [], "as is, host": [], "scaled, host": []}
+    for e, step, op in records:
+        plain = abs(e.pred_step / step - 1)
+        scaled = abs(e.pred_step * (1 + e.host_share * (op / ref - 1)) / step - 1)
+        errs["as is"].append(plain)
+        errs["scaled"].append(scaled)
+        if e.host_share >= 0.5:
+            errs["as is, host"].append(plain)
+            errs["scaled, host"].append(scaled)
+    return {"bands": bands, "reference_op_s": ref, "records": len(records), "groups": len(groups),
+            "errors": {k: {"n": len(v), "median": statistics.median(v), "p90": nearest_rank(v, 0.9), "worst": max(v)}
+                       for k, v in errs.items() if v}}
+
+
+def _host_probe_paragraph(w, rows: list[Evaluated]) -> None:
+    records = probed_records(rows)
+    if len(records) < 10:
+        return
+    fit = host_probe_fit(records)
+    e = fit["errors"]
+    if not fit["bands"] or "as is, host" not in e:
+        return
+    bands = "; ".join(f"{100 * b['band'][0]:.0f}-{min(100, 100 * b['band'][1]):.0f} %: r = {b['r']:+.2f}, slope "
+                      f"{b['slope']:.2f} over {b['records']} records" for b in fit["bands"])
+    w(f"Over every record that measured its host (bench/host_probe.py, {fit['records']} records of "
+      f"{fit['groups']} configurations; the 1-element CUDA op under no_grad took {fit['reference_op_s'] * 1e6:.2f} us "
+      "at the median), a configuration's records follow their host's op time, the more closely the more host-bound "
+      f"the step (log step against log op time within each configuration, by predicted host-bound share: {bands}). "
+      "Scaling the predicted step's host-bound share by the record's op time over that median (what a term for the "
+      "measured host would do) takes each record's |error| from "
+      f"{_pct(e['as is']['median'], False)} to {_pct(e['scaled']['median'], False)} at the median "
+      f"(90th percentile {_pct(e['as is']['p90'], False)} to {_pct(e['scaled']['p90'], False)}), and over the "
+      f"{e['as is, host']['n']} records at least half host-bound from {_pct(e['as is, host']['median'], False)} to "
+      f"{_pct(e['scaled, host']['median'], False)} (90th percentile {_pct(e['as is, host']['p90'], False)} to "
+      f"{_pct(e['scaled, host']['p90'], False)}, worst {_pct(e['as is, host']['worst'], False)} to "
+      f"{_pct(e['scaled, host']['worst'], False)}): the host's per-op speed explains part of the machines' spread, "
+      "and a configuration's records still differ by more than it.")
+    w("")
 
 
 def _zero_bundle_gap(w) -> None:
