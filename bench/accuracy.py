@@ -1372,6 +1372,8 @@ ZERO_CLIENT_2 = "bench/results/h200-2026-12-03-zero-client-2.jsonl"
 """The same five rows again, on the machine whose bundles bench.bundle_phases timed first (BUNDLE_PHASES "m1")."""
 ZERO3_INTERLEAVED = "bench/results/h200-2026-12-03-zero3-interleaved.jsonl"
 """Three records of the ZeRO-3 client-optimizer row, each run just before one of BUNDLE_PHASES' "m3" bundle runs."""
+HOST_VERIFY = "bench/results/host-verify-h200-2026-12-03.jsonl"
+"""Four 0.5B bundles run by a verify that judged them against the estimate for the host it measured (see its note)."""
 BUNDLE_PHASES = "bench/results/bundle-phases-h200-2026-12-03.jsonl"
 """The 0.5B bundles' own launches timed by bench/bundle_phases.py, on three machines ("machine": m1, m2, m3)."""
 OFFLOAD_GA_VALIDATE_THEN = "bench/rows/offload-ga-validate-2026-12-03-predicted.json"
@@ -2110,10 +2112,12 @@ def _median_steps(rel: str) -> dict[str, tuple[float, float]]:
 HOST_SHARE_BANDS = ((0.0, 0.3), (0.3, 0.7), (0.7, 1.01))
 
 
-def probed_records(rows: list[Evaluated], root: Path = REPO) -> list[tuple[Evaluated, float, float]]:
-    """(row, the record's median step after its first, the record's 1-element no_grad CUDA op in seconds, the mean
-    of host_probe before and after) for every record of RESULTS that measured the host's dispatch speed."""
+def probed_records(rows: list[Evaluated], root: Path = REPO) -> list[tuple[Evaluated, float, float, float, str]]:
+    """(row, the record's median step after its first, the record's 1-element no_grad CUDA op in seconds (the mean
+    of host_probe before and after), the model's step for that host: Target.host_op_seconds set to it, the results
+    file) for every record of RESULTS that measured the host's dispatch speed."""
     by = {e.run.name: e for e in rows if e.run.status == "ok" and e.run.step_seconds}
+    gpu = resolve_gpu(GPU_ID)
     out = []
     for rel in RESULTS:
         for rec in _read_jsonl(root / rel):
@@ -2122,17 +2126,24 @@ def probed_records(rows: list[Evaluated], root: Path = REPO) -> list[tuple[Evalu
             if rec.get("status") != "ok" or e is None or not probe.get("before") or len(steps) < 2:
                 continue
             ops = [p["nograd_op_us"] for p in (probe["before"], probe.get("after") or probe["before"])]
-            out.append((e, statistics.median(steps[1:]), statistics.mean(ops) * 1e-6))
+            op = statistics.mean(ops) * 1e-6
+            plan = plan_from_bench_row(e.run.knobs)
+            target = Target(gpu=gpu, gpus_per_node=plan.gpus_per_node, nodes=plan.nodes, cpu_cores=e.run.cpu_cores,
+                            software=run_software(e.run), host_op_seconds=op)
+            with _dropout(e.run.lora_dropout):
+                _, spd = estimate_plan(e.model, plan, target)
+            out.append((e, statistics.median(steps[1:]), op, spd.step_seconds, rel))
     return out
 
 
-def host_probe_fit(records: list[tuple[Evaluated, float, float]]) -> dict[str, Any]:
+def host_probe_fit(records: list[tuple[Evaluated, float, float, float, str]]) -> dict[str, Any]:
     """How a record's step follows its host's measured dispatch speed. Within each configuration with two or more
     probed records: the correlation (and least-squares slope) of the record's log step against its log op time, both
     less the configuration's mean, by predicted host-bound share. And each record's |error| against the model's step
-    as it is and with the host-bound share scaled by op / the median op of all probed records (slope 1: what a term
-    for the measured host would do)."""
-    groups: dict[str, list[tuple[Evaluated, float, float]]] = {}
+    for the calibration's median host and for the record's own (advisor.model.speed.host_factor), over all records,
+    over those at least half host-bound, and round by round (each results file with three or more of those: one
+    machine's round of measurements)."""
+    groups: dict[str, list[tuple[Evaluated, float, float, float, str]]] = {}
     for r in records:
         groups.setdefault(r[0].run.name, []).append(r)
     bands = []
@@ -2148,17 +2159,22 @@ def host_probe_fit(records: list[tuple[Evaluated, float, float]]) -> dict[str, A
             sxy = sum(x * y for x, y in zip(xs, ys, strict=True))
             bands.append({"band": (lo, hi), "records": len(xs), "slope": sxy / sum(x * x for x in xs),
                           "r": sxy / math.sqrt(sum(x * x for x in xs) * sum(y * y for y in ys))})
-    ref = statistics.median(r[2] for r in records)
     errs: dict[str, list[float]] = {"as is": [], "scaled": [], "as is, host": [], "scaled, host": []}
-    for e, step, op in records:
-        plain = abs(e.pred_step / step - 1)
-        scaled = abs(e.pred_step * (1 + e.host_share * (op / ref - 1)) / step - 1)
+    by_round: dict[str, tuple[list[float], list[float]]] = {}
+    for e, step, _op, host_step, rel in records:
+        plain, scaled = abs(e.pred_step / step - 1), abs(host_step / step - 1)
         errs["as is"].append(plain)
         errs["scaled"].append(scaled)
         if e.host_share >= 0.5:
             errs["as is, host"].append(plain)
             errs["scaled, host"].append(scaled)
-    return {"bands": bands, "reference_op_s": ref, "records": len(records), "groups": len(groups),
+            got = by_round.setdefault(rel, ([], []))
+            got[0].append(plain)
+            got[1].append(scaled)
+    rounds = [(statistics.median(a), statistics.median(b)) for a, b in by_round.values() if len(a) >= 3]
+    return {"bands": bands, "reference_op_s": statistics.median(r[2] for r in records), "records": len(records),
+            "groups": len(groups), "rounds": len(rounds), "rounds_better": sum(1 for a, b in rounds if b < a),
+            "rounds_worse_most": max((b - a for a, b in rounds), default=0.0),
             "errors": {k: {"n": len(v), "median": statistics.median(v), "p90": nearest_rank(v, 0.9), "worst": max(v)}
                        for k, v in errs.items() if v}}
 
@@ -2177,16 +2193,45 @@ def _host_probe_paragraph(w, rows: list[Evaluated]) -> None:
       f"{fit['groups']} configurations; the 1-element CUDA op under no_grad took {fit['reference_op_s'] * 1e6:.2f} us "
       "at the median), a configuration's records follow their host's op time, the more closely the more host-bound "
       f"the step (log step against log op time within each configuration, by predicted host-bound share: {bands}). "
-      "Scaling the predicted step's host-bound share by the record's op time over that median (what a term for the "
-      "measured host would do) takes each record's |error| from "
+      "With that op time as each record's Target.host_op_seconds (advisor.model.speed.host_factor: the step's host "
+      f"terms scaled by (op / median) ** {S.HOST_FACTOR_EXPONENT}, the exponent the most host-bound band's slope) "
+      "each record's |error| goes from "
       f"{_pct(e['as is']['median'], False)} to {_pct(e['scaled']['median'], False)} at the median "
       f"(90th percentile {_pct(e['as is']['p90'], False)} to {_pct(e['scaled']['p90'], False)}), and over the "
       f"{e['as is, host']['n']} records at least half host-bound from {_pct(e['as is, host']['median'], False)} to "
       f"{_pct(e['scaled, host']['median'], False)} (90th percentile {_pct(e['as is, host']['p90'], False)} to "
       f"{_pct(e['scaled, host']['p90'], False)}, worst {_pct(e['as is, host']['worst'], False)} to "
       f"{_pct(e['scaled, host']['worst'], False)}): the host's per-op speed explains part of the machines' spread, "
-      "and a configuration's records still differ by more than it.")
+      "and a configuration's records still differ by more than it. Round by round it is no rule: of the "
+      f"{fit['rounds']} results files with three or more such records, the median |error| falls in "
+      f"{fit['rounds_better']} and rises in the others, by up to {100 * fit['rounds_worse_most']:.0f} points. So "
+      "`trl-advisor verify` times the op on its machine before the run (advisor/verify/hostspeed.py) and reports "
+      "the model's step for that host beside its prediction, and judges the run against the median host's, as "
+      "every table here predicts every record and as generate does for a machine it has not measured."
+      + _host_verify_sentence())
     w("")
+
+
+def _host_verify_sentence(root: Path = REPO) -> str:
+    """The four bundles a host-judging verify ran: tokens/s error against the median host's and the host's estimate."""
+    path = root / HOST_VERIFY
+    if not path.exists():
+        return ""
+    cells, worse = [], 0
+    for rec in _read_jsonl(path):
+        v = rec.get("verify") or {}
+        m, h = (v.get("measured") or {}).get("tokens_per_second"), v.get("host") or {}
+        nominal, here = h.get("nominal_tokens_per_second"), (v.get("predicted") or {}).get("tokens_per_second")
+        if not (m and nominal and here and h.get("op_seconds")):
+            continue
+        a, b = m / nominal - 1, m / here - 1
+        worse += abs(b) > abs(a)
+        cells.append(f"{rec['case']} {_pct(a)} / {_pct(b)} ({h['op_seconds'] * 1e6:.1f} us)")
+    if not cells:
+        return ""
+    return (f" A verify that judged by the host's estimate instead ran the 0.5B bundles on one machine (`{HOST_VERIFY}`:"
+            f" tokens/s against the median host's / this host's estimate, and the op time it measured): "
+            f"{'; '.join(cells)}; the host's estimate was the further in {worse} of {len(cells)}.")
 
 
 def _zero_bundle_gap(w) -> None:

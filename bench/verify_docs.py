@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from advisor.model import speed as S
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = "bench/results"
 DOC = "docs/verify.md"
@@ -472,6 +474,10 @@ def _tolerance_section(w, root: Path, recs, base: float, cap: float) -> None:
     spreads = sorted(r["spread"] for r in (row(f, x) for f, x in recs) if r.get("spread") is not None)
     w("## Speed tolerance")
     w("")
+    w("- This host: since 2026-12-03 verify times the host's dispatch of a 1-element CUDA op before its run "
+      "(advisor/verify/hostspeed.py) and reports the step the model gives for it (advisor.model.speed.host_factor: "
+      "the step's host terms scaled by the op time over the calibration hosts' median, to the power "
+      f"{S.HOST_FACTOR_EXPONENT}) beside the prediction, which stays the median host's: the band is judged on that.")
     w(f"- Noise of short runs: over {len(noise)} calibration runs (`{RESULTS}/{CALIBRATION_GLOB}`, status ok, the "
       f"warm-up verify drops removed, the first {QUICK_TIMED_STEPS} timed steps of each: as many as verify's quick "
       "run times, since the largest deviation grows with the steps sampled), the largest deviation of a timed step "

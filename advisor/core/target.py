@@ -36,6 +36,10 @@ class Target:
     """ulimit -l; None is unlimited (or unknown for a catalogue target: see `host_known`)."""
     shm_bytes: int | None = None
     cpu_cores: int | None = None
+    host_op_seconds: float | None = None
+    """Seconds this host takes to dispatch one 1-element CUDA op under no_grad, as `trl-advisor verify` measures it
+    before its run (advisor/verify/hostspeed.py); None: not measured, the calibration hosts' median is assumed
+    (advisor.model.speed.REFERENCE_HOST_OP_SECONDS)."""
     software: dict = field(default_factory=dict)
     """Installed versions by distribution name (probe), empty for a catalogue target."""
     origin: str = "catalog"

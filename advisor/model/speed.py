@@ -12,6 +12,7 @@ against bench/results (median step seconds per configuration, docs/accuracy.md);
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from advisor.core.plan import Plan
@@ -174,6 +175,23 @@ switched off there); GKD computes full logits."""
 COMM_OVERLAP = 0.8
 """Fraction of the compute window collectives can hide behind; at least (1 - COMM_OVERLAP) of each stays exposed
 (last bucket, synchronisation)."""
+REFERENCE_HOST_OP_SECONDS = 8.87e-6
+"""The host dispatch speed the fitted host constants (LAUNCH_SECONDS, CKPT_LAYER_SECONDS, DS_*_SECONDS, the decode
+launches, the data path, ...) stand for: the median over the calibration records that measured their host
+(bench/host_probe.py, a 1-element CUDA op under no_grad; 307 records of 159 configurations on H200 hosts measured
+6.0-13.7 us). Within a configuration measured on several hosts the step follows this op time the more closely the
+more of the step the host sets (docs/accuracy.md, step time measured more than once: r = +0.72, slope 0.76 where
+the step is 70-100 % host-bound). tests/bench/test_host_probe_fit.py holds it to the records."""
+HOST_FACTOR_EXPONENT = 0.75
+"""host_factor is (op / REFERENCE_HOST_OP_SECONDS) ** this: the slope of log step against log op time measured within
+configurations whose step is 70-100 % host-bound (0.76 over 50 records, rounded to 0.05; docs/accuracy.md). A host
+whose ops dispatch slower is not slower by as much at everything the host does in a step (Python, the allocator,
+the interpreter's own speed: bench/host_probe.py's python_call_us follows the op time less, r = 0.52). With 1 the
+host-bound records' median |error| falls as far but their 90th percentile and worst grow (33.0 -> 35.3 %, 54.8 ->
+55.2 %); with this value all three fall (14.5 -> 12.5 %, 33.0 -> 32.9 %, 54.8 -> 51.9 %)."""
+HOST_FACTOR_BOUNDS = (0.5, 2.0)
+"""The most a measured host scales the host parts of a step: the calibration hosts spanned 0.68-1.54 of the
+median; a reading beyond these bounds says more about the probe (a busy machine, a throttled core) than the step."""
 STEP_FIXED_SECONDS = 0.01
 """Per optimizer step outside the model: dataloader, grad-norm .item() sync, scheduler, logging, Trainer callbacks."""
 DATA_SECONDS_PER_TOKEN = 4.6e-7
@@ -617,6 +635,8 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
         # every quantized Linear runs MatMul4Bit in the forward (and recompute) and again in the backward
         dispatch += d.L * d.linears_per_layer * (fwd_passes + 1) * BNB_MATMUL_SECONDS
         dispatch_fwd += d.L * d.linears_per_layer * BNB_MATMUL_SECONDS
+    host = host_factor(target)
+    dispatch, dispatch_fwd = dispatch * host, dispatch_fwd * host
     useful = train_mm - head_recompute + 3 * lora_f + train_attn / (2.0 if plan.attn == "eager" else 1.0)
     executed = (train_mm + 3 * lora_f + train_attn + recompute_mm + (lora_f if plan.grad_ckpt else 0.0)
                 + recompute_attn + ref_passes * (mm_f + attn_f))
@@ -1059,10 +1079,11 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             lf, _ = LORA_KERNELS_PER_LINEAR
             kernels = d.L * (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
                              + (lf * d.linears_per_layer if plan.method != "full" else 0)) + DECODE_KERNELS_PER_STEP
-            per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS)
+            host = host_factor(target)
+            per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS * host)
             if plan.backend == "fsdp2":
                 per_step += collective_seconds(d.P * w16, 1, n, plan, target)
-            decode = completion * per_step + GENERATE_CALL_SECONDS
+            decode = completion * per_step + GENERATE_CALL_SECONDS * host
             sync = 0.0
         if plan.backend == "deepspeed" and plan.zero_stage == 3:
             sync += collective_seconds(d.P * pr.work, 1, n, plan, target)
@@ -1130,6 +1151,20 @@ def lora_step_seconds(d: MD.Dims, plan: Plan) -> float:
     return adapter_tensors(d, plan) * LORA_STEP_SECONDS_PER_TENSOR
 
 
+def host_factor(target: Target) -> float:
+    """How much slower (> 1) or faster than the calibration's median host this target's host dispatches: its measured
+    op time (Target.host_op_seconds) over REFERENCE_HOST_OP_SECONDS, to the power HOST_FACTOR_EXPONENT, within
+    HOST_FACTOR_BOUNDS; 1 when not measured.
+    Every host-time term of the step is multiplied by it (the kernels' launches and the hooks before they overlap the
+    GPU's work, the Trainer's fixed per-step cost, the data path, transformers' decode launches); the GPU's own work
+    and DeepSpeed's CPU optimizer step (OpenMP compute, offload_seconds) are not."""
+    op = getattr(target, "host_op_seconds", None)
+    if not op or op <= 0 or not math.isfinite(op):
+        return 1.0
+    lo, hi = HOST_FACTOR_BOUNDS
+    return min(hi, max(lo, (op / REFERENCE_HOST_OP_SECONDS) ** HOST_FACTOR_EXPONENT))
+
+
 def overlap_seconds(gpu: float, dispatch: float) -> float:
     """One micro-batch: the smooth maximum of its GPU time and its CPU dispatch time (OVERLAP_P's note)."""
     if gpu <= 0 or dispatch <= 0:
@@ -1144,7 +1179,8 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
     pr = Precision.of(plan)
     ga = plan.grad_accum
     micro = micro_batch_times(d, model, plan, target, pr)
-    hooks, hooks_fwd = deepspeed_hook_seconds(d, plan), deepspeed_forward_hook_seconds(d, plan)
+    host = host_factor(target)
+    hooks, hooks_fwd = deepspeed_hook_seconds(d, plan) * host, deepspeed_forward_hook_seconds(d, plan) * host
     # forward and backward each overlap their own dispatch: the metric sync between them (micro_batch_times)
     fwd = overlap_seconds(micro["gpu_forward"], micro["dispatch_forward"] + hooks_fwd)
     bwd = overlap_seconds(micro["gpu"] - micro["gpu_forward"],
@@ -1168,9 +1204,9 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
         "cpu_adam": cpu_adam,
         "optimizer_step": opt,
         "generation": gen,
-        "overhead": (ga * overhead_micro + STEP_FIXED_SECONDS + lora_step_seconds(d, plan)
-                     + zero_step_host_seconds(d, plan)),
-        "data": data_seconds(plan),
+        "overhead": (ga * overhead_micro + host * (STEP_FIXED_SECONDS + lora_step_seconds(d, plan)
+                                                   + zero_step_host_seconds(d, plan))),
+        "data": data_seconds(plan) * host,
     }
     step = sum(breakdown.values())
     peak = peak_flops(plan, target)

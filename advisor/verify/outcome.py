@@ -83,6 +83,10 @@ class VerifyOutcome:
     speed_spread_cap_pct: float | None = None
     """The cap on how far the run's own spread widened the speed band (advisor.verify.steps.spread_cap)."""
     reports: list[str] = field(default_factory=list)
+    host: dict = field(default_factory=dict)
+    """This host's measured dispatch speed (session._for_host): op_seconds (None: not measured), detail,
+    reference_op_seconds (the calibration hosts' median), factor (advisor.model.speed.host_factor) and the files'
+    step_seconds and tokens_per_second estimated for this host, next to `predicted` (the median host's)."""
 
     def step(self, name: str) -> StepResult | None:
         return next((s for s in self.steps if s.name == name), None)
@@ -143,6 +147,7 @@ class VerifyOutcome:
             "differences": self.differences,
             "quick": self.quick,
             "next_plan": self.next_plan,
+            "host": self.host,
             "tolerance": {"per_gpu_peak_pct": MEMORY_TOLERANCE_PCT,
                           "per_gpu_peak_floor_bytes": MEMORY_TOLERANCE_FLOOR_BYTES,
                           "tokens_per_second_pct": self.speed_tolerance_pct or SPEED_TOLERANCE_PCT,

@@ -34,6 +34,14 @@ def markdown(out: VerifyOutcome) -> str:
               f"| peak allocated per GPU | {peak} | {_gib(p.get('per_gpu_peak_bytes'))} |",
               f"| tokens/s | {_fmt(m.get('tokens_per_second'))} | {_fmt(p.get('tokens_per_second'))} |",
               f"| step seconds | {_fmt(m.get('step_seconds'), 2)} | {_fmt(p.get('step_seconds'), 2)} |"]
+    host = out.host or {}
+    if host.get("tokens_per_second"):
+        lines += ["", f"Host: its ops dispatch in {host['op_seconds'] * 1e6:.2f} us against the calibration hosts' "
+                      f"median {host['reference_op_seconds'] * 1e6:.2f} us; for this host the model gives "
+                      f"{_fmt(host['tokens_per_second'])} tokens/s ({_fmt(host.get('step_seconds'), 2)} s per step), "
+                      "reported beside the prediction above, which the run is judged against."]
+    elif host.get("detail"):
+        lines += ["", f"Host: {_md(host['detail'])}."]
     if out.quick and out.quick.get("quick"):
         q = out.quick
         lines += ["", f"Quick mode: grad_accum {q['grad_accum']} of the plan's {q['plan_grad_accum']}; measured "

@@ -190,6 +190,11 @@ def step_speed(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, har
         text += (f" at grad_accum {q['grad_accum']}, scaled x{q['scale']:.3f} to the plan's {q['plan_grad_accum']}: "
                  f"{q['scaled_step_seconds']:.2f} s")
     text += ")"
+    host = out.host or {}
+    if host.get("tokens_per_second") and host.get("factor") not in (None, 1.0):
+        text += (f"; this host dispatches an op in {host['op_seconds'] * 1e6:.1f} us (the calibration's median "
+                 f"{host['reference_op_seconds'] * 1e6:.2f} us), for which the model gives "
+                 f"{host['tokens_per_second']:,.0f} tokens/s ({_pct(measured, host['tokens_per_second']):+.1f} %)")
     warnings = []
     if spread is not None and spread > cap:
         kind = "host-bound " if cap == HOST_BOUND_SPREAD_CAP_PCT else ""
