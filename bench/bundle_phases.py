@@ -31,7 +31,6 @@ import time
 TIMED_TRAINER_METHODS = ("get_batch_samples", "compute_loss", "_maybe_log_save_evaluate")
 TIMED_ENGINE_METHODS = ("backward", "step")
 TOP = 40
-VERSIONED = ("torch", "transformers", "trl", "accelerate", "deepspeed", "liger-kernel")
 
 
 def profile_plan(text: str | None) -> dict[int, str]:
@@ -67,18 +66,6 @@ def torch_top(prof, top: int = TOP) -> dict:
                      "device_s": round((getattr(e, "self_device_time_total", 0) or 0) / 1e6, 6)} for e in ops]}
 
 
-def installed_versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    out: dict[str, str | None] = {}
-    for name in VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def fold(events: list[tuple[str, float, float]], t_from: float, t_to: float) -> dict[str, float]:
     """Summed host seconds per kind of the calls that started in [t_from, t_to), and their count."""
     out: dict[str, float] = {}
@@ -112,11 +99,12 @@ def main() -> int:
     import transformers
 
     from bench.host_probe import host_cpus, host_probe
+    from bench.verify_runs import versions
 
     cuda = torch.cuda.is_available()
     profiles = profile_plan(os.environ.get("BUNDLE_PHASES_PROFILE"))
     record: dict = {"train_py": train_py, "argv": sys.argv[1:], "host_probe": {"before": host_probe(torch)},
-                    "cpus": host_cpus(torch), "versions": installed_versions(), "iterations": []}
+                    "cpus": host_cpus(torch), "versions": versions(), "iterations": []}
     events: list[tuple[str, float, float]] = []
     try:
         import deepspeed

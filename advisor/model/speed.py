@@ -1204,8 +1204,9 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
         "cpu_adam": cpu_adam,
         "optimizer_step": opt,
         "generation": gen,
-        "overhead": (ga * overhead_micro + host * (STEP_FIXED_SECONDS + lora_step_seconds(d, plan)
-                                                   + zero_step_host_seconds(d, plan))),
+        # each term times the host factor apart (x 1.0 leaves every sum as it was, bit for bit)
+        "overhead": (ga * overhead_micro + host * STEP_FIXED_SECONDS + host * lora_step_seconds(d, plan)
+                     + host * zero_step_host_seconds(d, plan)),
         "data": data_seconds(plan) * host,
     }
     step = sum(breakdown.values())
