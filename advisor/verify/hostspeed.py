@@ -3,12 +3,13 @@
 A step the host CPU sets (small models, DeepSpeed's per-tensor hooks, transformers' generate without vLLM) runs at
 the speed of the host, and machines of one GPU kind differ in it: a configuration's records on H200 hosts measured
 6.0-13.7 us per 1-element CUDA op and their steps followed (docs/accuracy.md, step time measured more than once). So
-verify times that op here, in a child Python with the run's own torch (the advisor imports no torch), and predicts
-the step for this host (Target.host_op_seconds, advisor.model.speed.host_factor). The child times exactly what the
+verify times that op here, in a child Python with the run's own torch (the advisor imports no torch), and reports
+the files' estimate for this host (Target.host_op_seconds, advisor.model.speed.host_factor) beside the median host's
+prediction, which the run is judged against (session._for_host says why). The child times exactly what the
 calibration's records measured (bench/host_probe.py nograd_op_us: 20,000 in-place adds on a 1-element CUDA tensor
 under no_grad after a tenth as many to warm the path, twice, the mean), so the figure is comparable with
 REFERENCE_HOST_OP_SECONDS. A few seconds, mostly torch's import; no GPU, no torch or a child that fails or hangs
-leaves the host unmeasured and the prediction for the calibration's median host.
+leaves the host unmeasured, and the report says why.
 """
 
 from __future__ import annotations
