@@ -109,7 +109,7 @@ def _plan_type(req: Request, model: ModelSpec, choices: list[hw_mod.Hardware], p
             found.ruled_out.append(RuledOut(hw, error))
             continue
         found.searches += 1
-        chosen = search(r, model, target).chosen
+        chosen = search(r, model, target, explain=False).chosen
         job = plan_job(chosen.plan, chosen.tokens_per_second, hw.gpus, tokens=req.tokens,
                        steps=req.steps) if chosen is not None else None
         if job is None:  # nothing fits (a chosen plan always has a speed, so a job)

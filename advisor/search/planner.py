@@ -104,14 +104,16 @@ ALTERNATIVES_SHOWN = 8
 """Rejected alternatives reported (the best of each other family), in generate --json and the bundle's README."""
 
 
-def search(req: Request, model: ModelSpec, target: Target) -> Decision:
+def search(req: Request, model: ModelSpec, target: Target, *, explain: bool = True) -> Decision:
     """Memory first (cheap, and most structures of a large model fail it), then the rules, lazily: only on the
     candidates that could be chosen or shown as alternatives, in rank order.
 
     Methods are searched in METHOD_ORDER, and the search stops after one whose result the others cannot change
     (`_later_methods_cannot_matter`): a plan that keeps every weight trainable is never replaced by LoRA, so LoRA and
     QLoRA structures need no estimate once a full fine-tuning plan is chosen and enough full fine-tuning families
-    fill the alternatives. The result is the one the whole search gives (candidates keep the enumeration order)."""
+    fill the alternatives. The result is the one the whole search gives (candidates keep the enumeration order).
+    explain=False skips the rejected alternatives and the reasons (a caller that needs the choice only, as
+    `recommend` for each hardware choice): the choice is the same."""
     global_batch = _global_batch(req)
     by_method: dict[str, list[tuple[int, Plan]]] = {}
     for index, structure in enumerate(structures(req, model, target)):
@@ -135,15 +137,24 @@ def search(req: Request, model: ModelSpec, target: Target) -> Decision:
                      if passes_rules(c)), None)
 
     for i, method in enumerate(order):
-        for index, structure in by_method[method]:
+        structures_of = by_method[method]
+        if not explain:
+            # an offloading plan is chosen only when no plan without offload is (_rank_key): estimated only then
+            structures_of = sorted(structures_of, key=lambda s: s[1].offload != "none")
+        for index, structure in structures_of:
+            if (not explain and structure.offload != "none" and
+                    pick([c for _, c in found if c.plan.method == method and c.plan.offload == "none"]) is not None):
+                break
             cand, n = _best_micro_batch(req, model, target, structure, global_batch)
             considered += n
             if cand is not None:
                 found.append((index, cand))
-        if i + 1 < len(order) and _later_methods_cannot_matter([c for _, c in found], pick):
+        if i + 1 < len(order) and _later_methods_cannot_matter([c for _, c in found], pick, explain):
             break
     candidates = [c for _, c in sorted(found, key=lambda ic: ic[0])]
     chosen = pick(candidates)
+    if not explain:
+        return Decision(req, model, target, chosen, [], {}, considered)
     alternatives = _alternatives(candidates, chosen, passes_rules, limit=ALTERNATIVES_SHOWN)
     decision = Decision(req, model, target, chosen, alternatives, {}, considered)
     if chosen is not None:
@@ -151,14 +162,16 @@ def search(req: Request, model: ModelSpec, target: Target) -> Decision:
     return decision
 
 
-def _later_methods_cannot_matter(candidates: list[Candidate], pick) -> bool:
+def _later_methods_cannot_matter(candidates: list[Candidate], pick, explain: bool = True) -> bool:
     """True when the methods not searched yet can change neither the choice nor the alternatives shown: a plan that
     needs no offload is chosen among these (later methods rank below it whatever their speed, _rank_key), and at
     least ALTERNATIVES_SHOWN other families of its method have a feasible candidate, which _alternatives lists
-    before any family of another method."""
+    before any family of another method. Without the alternatives (explain=False) the choice alone decides."""
     chosen = pick(candidates)
     if chosen is None or chosen.plan.offload != "none":
         return False
+    if not explain:
+        return True
     mine = family(chosen.plan)
     feasible = {family(c.plan) for c in candidates
                 if c.feasible and c.plan.method == chosen.plan.method and family(c.plan) != mine}

@@ -252,7 +252,7 @@ def test_stopping_after_a_method_gives_the_whole_search_result(monkeypatch):
             continue
         pruned = search(req, model, target)
         with monkeypatch.context() as m:
-            m.setattr(search_module, "_later_methods_cannot_matter", lambda candidates, pick: False)
+            m.setattr(search_module, "_later_methods_cannot_matter", lambda candidates, pick, explain=True: False)
             whole = search(req, model, target)
         assert _decision_summary(pruned) == _decision_summary(whole), req
         stopped += pruned.considered < whole.considered

@@ -166,7 +166,7 @@ def test_larger_counts_are_skipped_once_more_gpus_stop_paying(monkeypatch):
     model = resolve_model(req)
     searched = []
 
-    def fake_search(r, model_, target):
+    def fake_search(r, model_, target, explain=True):
         searched.append(target.world_size)
         plan = default_plan(r, model_, target)
         chosen = Candidate(plan=plan, memory=SimpleNamespace(headroom_bytes=0),
