@@ -32,11 +32,12 @@ CANDIDATES: dict[str, list[Feature]] = {
 
 def generation_rows(evaluated) -> list[dict[str, Any]]:
     """The GRPO/RLOO runs with a step time, as the features the candidates use."""
-    from bench.accuracy import _prepared
+    from bench.accuracy import _as_benchmarked, _prepared
 
     out = []
     for e, plan, target, mem in _prepared([e for e in evaluated if e.run.knobs.get("trainer") in ("grpo", "rloo")]):
-        spd = S.estimate_speed(e.model, plan, target, mem)
+        with _as_benchmarked(e.run.lora_dropout):
+            spd = S.estimate_speed(e.model, plan, target, mem)
         gen = spd.breakdown["generation"]
         c = plan.max_completion_len
         out.append({

@@ -288,12 +288,14 @@ def predicted_now(row: dict[str, Any]) -> tuple[float, int]:
     """(tokens/s, peak allocated bytes) the model in this commit predicts for a measured row's plan."""
     from advisor.catalog import resolve_gpu, resolve_model
     from advisor.core.target import Target
+    from advisor.model.activations import fixed_length_batches
     from advisor.model.bench_rows import plan_from_bench_row
     from advisor.model.estimate import estimate_plan
 
     plan = plan_from_bench_row(row)
-    mem, spd = estimate_plan(resolve_model(row["model"]), plan, Target(gpu=resolve_gpu(GPU), gpus_per_node=1,
-                                                                          nodes=1))
+    with fixed_length_batches():  # as the benchmark ran it (bench/worker.py: rows of one length)
+        mem, spd = estimate_plan(resolve_model(row["model"]), plan, Target(gpu=resolve_gpu(GPU), gpus_per_node=1,
+                                                                              nodes=1))
     return spd.tokens_per_second, mem.per_gpu_peak_bytes
 
 

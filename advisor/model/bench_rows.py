@@ -8,6 +8,7 @@ from typing import Any
 from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
+from advisor.model.activations import fixed_length_batches
 from advisor.model.estimate import estimate_plan
 
 
@@ -63,7 +64,8 @@ def plan_from_bench_row(row: dict[str, Any]) -> Plan:
 def bench_row_errors(row: dict[str, Any], model: ModelSpec, target: Target) -> dict[str, float | None]:
     """Predicted vs measured for one benchmark row: relative errors (predicted / measured - 1) of peak allocated,
     peak reserved and step time; None where the row lacks the measurement."""
-    mem, spd = estimate_plan(model, plan_from_bench_row(row), target)
+    with fixed_length_batches():  # the benchmark's rows all have one length (bench/worker.py)
+        mem, spd = estimate_plan(model, plan_from_bench_row(row), target)
 
     def rel(pred: float, key: str) -> float | None:
         meas = row.get(key)

@@ -85,3 +85,32 @@ def test_train_two_steps_on_cpu(name, tmp_path):
         assert config["hidden_size"] == 64 and config["num_hidden_layers"] == 2
         assert config["architectures"] == ["Qwen2ForCausalLM"]
     print(f"{name}: {seconds:.1f} s")
+
+
+SYNTHETIC_PROMPTS = """
+import json, sys
+sys.argv = ["train.py", "--cpu", "--random-init", "--synthetic-data", "--config-overrides", sys.argv[1]]
+import train
+args = train.parse_args(sys.argv[1:])
+tok = train.build_tokenizer(args)
+data = train.synthetic_dataset(args, tok, 8)
+print(json.dumps(sorted({len(tok(p)["input_ids"]) for p in data["prompt"]})))
+"""
+
+
+@pytest.mark.parametrize("trainer", ["grpo", "rloo"])
+def test_synthetic_prompts_differ_in_length_so_batches_are_padded_as_real_ones(trainer, tmp_path):
+    # a real GRPO/RLOO batch is padded (prompts of different lengths, completions ending at their own EOS) and its
+    # attention carries a mask the memory estimate counts (advisor.model.activations.padding_mask): the synthetic
+    # prompts of `verify --synthetic-data` are padded too, at most the plan's prompt length
+    p = plan(**{**CASES[trainer], "micro_batch": 4, "num_generations": 2})
+    out = tmp_path / "bundle"
+    write_bundle(render_bundle(p, MODELS["qwen2.5-1.5b"], target(), result(p)), str(out), force=False)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               CUDA_VISIBLE_DEVICES="", HF_HOME=str(tmp_path / "hf"))
+    proc = subprocess.run([sys.executable, "-c", SYNTHETIC_PROMPTS, json.dumps(TINY)], cwd=out, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lengths = json.loads(proc.stdout.strip().splitlines()[-1])
+    prompt = p.seq_len - p.max_completion_len
+    assert len(lengths) == 2 and max(lengths) <= prompt and max(lengths) - min(lengths) == 1, lengths

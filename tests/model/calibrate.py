@@ -37,6 +37,7 @@ from advisor.core.target import Target  # noqa: E402
 from advisor.model import calibration as MC
 from advisor.model import speed as S  # noqa: E402
 from advisor.model import units as MU
+from advisor.model.activations import fixed_length_batches
 from advisor.model.bench_rows import plan_from_bench_row
 from advisor.model.estimate import estimate_plan  # noqa: E402
 
@@ -129,7 +130,7 @@ def predict(row: dict, *, models: dict | None = None, gpus: dict | None = None) 
         gpus[gname] = resolve_gpu(gname)
     plan = plan_from_bench_row(row)
     target = Target(gpu=gpus[gname], gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
-    with overrides(row):
+    with overrides(row), fixed_length_batches():  # benchmark rows all have one length (bench/worker.py)
         mem, spd = estimate_plan(models[key], plan, target)
     return {"peak_allocated": mem.per_gpu_peak_bytes, "peak_reserved": mem.per_gpu_reserved_bytes,
             "step_seconds": spd.step_seconds}

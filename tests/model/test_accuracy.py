@@ -461,10 +461,13 @@ def test_issue14_memory_goals(report, split):
 
 
 def test_issue14_goals_on_the_verify_bundles(report):
-    # the 2026-12-01 bundles verify ran, used for no term: every peak within 2.5 % (the worst, -2.1 %, the plain
-    # QLoRA twin of the Unsloth run), tokens/s median within 7 %
+    # the 2026-12-01 bundles verify ran, used for no term: every peak within the 8 % goal and none under-predicted
+    # by more than 2.5 % (the plain QLoRA twin of the Unsloth run, -2.1 %); GRPO is estimated with the padding mask
+    # real completions bring (advisor.model.activations.padding_mask), so the grpo-0.5b run, whose completions all
+    # reached full length, is over-predicted; tokens/s median within 7 %
     g = A.goals(report.verify_rows)
-    assert g["memory_worst"][0] < 0.025 and g["time_median"][1], g
+    assert g["memory_worst"][1] and g["time_median"][1], g
+    assert min(e.err_allocated for e in report.verify_rows if e.run.status == "ok") > -0.025
     # the one that ran out of memory (the edited bundle) is predicted not to fit
     assert all(not e.fits for e in report.verify_rows if e.run.status == "oom")
 

@@ -1,0 +1,118 @@
+"""Batches that carry a padding mask (advisor.model.activations.padding_mask): GRPO/RLOO train on completions that end
+at their own EOS, so TRL pads them and the training forward gets an attention mask with zeros; under plain SDPA,
+transformers then materializes a [rows, 1, s, s] mask that torch converts to a float bias the memory-efficient kernel
+saves, and repeats K/V to every query head (use_gqa_in_sdpa is False with a mask). The calibration benchmark holds
+its completions at full length, so its rows are estimated inside fixed_length_batches()."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.catalog import resolve_gpu, resolve_model
+from advisor.core.plan import Plan
+from advisor.core.target import Target
+from advisor.model import activations as MA
+from advisor.model.dims import Precision, dims
+from advisor.model.estimate import estimate_plan
+from advisor.model.memory import estimate_memory
+
+REPO = Path(__file__).resolve().parents[2]
+GIB = 1 << 30
+
+
+def _plan(**kw) -> Plan:
+    base = dict(trainer="grpo", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
+                offload_device="cpu", precision="bf16", seq_len=768, micro_batch=16, grad_accum=1, grad_ckpt=False,
+                liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=1, nodes=1,
+                gpus_per_node=1, num_generations=8, max_completion_len=256)
+    base.update(kw)
+    return Plan(**base)
+
+
+H200 = Target(gpu=resolve_gpu("H200"), gpus_per_node=1, nodes=1)
+
+
+def _peak(model_id: str, plan: Plan, *, fixed: bool) -> int:
+    model = resolve_model(model_id)
+    if fixed:
+        with MA.fixed_length_batches():
+            return estimate_memory(model, plan, H200).per_gpu_peak_bytes
+    return estimate_memory(model, plan, H200).per_gpu_peak_bytes
+
+
+@pytest.mark.parametrize("trainer", ["grpo", "rloo"])
+def test_generated_completions_are_padded_unless_the_batches_are_fixed_length(trainer):
+    plan = _plan(trainer=trainer)
+    assert MA.padding_mask(plan)
+    with MA.fixed_length_batches():
+        assert not MA.padding_mask(plan)
+    assert MA.padding_mask(plan)  # the context restores the default
+
+
+@pytest.mark.parametrize("trainer", ["sft", "dpo", "kto"])
+def test_dataset_trainers_keep_the_rows_of_seq_len_without_a_mask(trainer):
+    plan = _plan(trainer=trainer, num_generations=0, max_completion_len=0)
+    assert not MA.padding_mask(plan)
+    assert _peak("llama-3.2-1b", plan, fixed=False) == _peak("llama-3.2-1b", plan, fixed=True)
+
+
+def test_a_padded_gqa_layer_adds_the_float_mask_and_the_repeated_keys_and_values():
+    # no checkpointing: every layer's saved set is in the stack, so the difference is L x (mask + expansion)
+    plan = _plan(micro_batch=64)
+    model = resolve_model("llama-3.2-1b")
+    d = dims(model)
+    pr = Precision.of(plan)
+    t = MA.local_tokens(plan)
+    per_layer = plan.micro_batch * plan.seq_len ** 2 * pr.act + t * pr.act * 2 * (d.q - d.kv)
+    assert d.q > d.kv  # grouped-query attention: 32 query heads share 8 key/value heads
+    assert _peak("llama-3.2-1b", plan, fixed=False) - _peak("llama-3.2-1b", plan, fixed=True) == d.L * per_layer
+
+
+def test_multi_head_attention_adds_the_mask_only():
+    plan = _plan()
+    d = dims(resolve_model("smollm2-1.7b"))
+    assert d.q == d.kv  # as many key/value heads as query heads: repeat_kv copies nothing
+    extra = _peak("smollm2-1.7b", plan, fixed=False) - _peak("smollm2-1.7b", plan, fixed=True)
+    assert extra == d.L * plan.micro_batch * plan.seq_len ** 2 * Precision.of(plan).act
+
+
+@pytest.mark.parametrize("attn", ["flash_attention_2", "eager"])
+def test_attention_that_handles_padding_itself_is_unchanged(attn):
+    # FlashAttention unpads the batch; eager always holds its mask and expanded K/V (counted without padding too)
+    plan = _plan(attn=attn)
+    assert MA.sdpa_masked_fraction(dims(resolve_model("llama-3.2-1b")), plan) == 0.0
+    assert _peak("llama-3.2-1b", plan, fixed=False) == _peak("llama-3.2-1b", plan, fixed=True)
+
+
+def test_the_masked_layers_compute_every_score():
+    # the memory-efficient kernel adds the mask as a bias to all s x s scores: no causal skipping, so slower
+    plan = _plan(micro_batch=64)
+    model = resolve_model("llama-3.2-1b")
+    padded = estimate_plan(model, plan, H200)[1].breakdown["attention"]
+    with MA.fixed_length_batches():
+        fixed = estimate_plan(model, plan, H200)[1].breakdown["attention"]
+    assert padded > fixed
+
+
+def _verify_record(name: str, case: str) -> dict:
+    for line in (REPO / "bench" / "results" / name).read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        if rec.get("case") == case and rec.get("status") == "ok":
+            return rec
+    raise AssertionError(f"{case} not in {name}")
+
+
+def test_the_planner_grpo_bundle_that_found_it_is_predicted_as_measured():
+    # Llama-3.2-1B GRPO, micro-batch 64, 768 tokens, no checkpointing: 70.4 GiB measured by verify where the
+    # unmasked estimate was 64.8 GiB (8 % under)
+    rec = _verify_record("verify-h200-2026-12-03-new-2.jsonl", "new-grpo-l1b")
+    plan = Plan(**{k: v for k, v in rec["verify"]["plan"].items() if k in Plan.__dataclass_fields__})
+    measured = rec["verify"]["measured"]["per_gpu_peak_bytes"]
+    predicted = estimate_memory(resolve_model(rec["model"]), plan, H200).per_gpu_peak_bytes
+    assert abs(predicted / measured - 1) < 0.01
+    with MA.fixed_length_batches():
+        unmasked = estimate_memory(resolve_model(rec["model"]), plan, H200).per_gpu_peak_bytes
+    assert unmasked / measured - 1 < -0.07
