@@ -55,9 +55,11 @@ def _profile(torch, call) -> dict[str, float]:
 
 
 def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any]], save,
-                arch: dict[str, Any] | None = None) -> None:
+                arch: dict[str, Any] | None = None, padded: bool = False) -> None:
     """Append one record per (batch, prompt) case to `rows`, calling `save` after each. `arch`: an architecture
-    dict instead of the catalogue's row for `model_id` (the harness's own tests use a tiny one)."""
+    dict instead of the catalogue's row for `model_id` (the harness's own tests use a tiny one). `padded`: every other
+    prompt is left-padded by one token (its attention mask starts with a 0), as GRPO/RLOO batches of prompts of
+    different lengths are, so that generate builds an attention mask at every step."""
     from transformers import AutoModelForCausalLM
 
     from bench.models import arch_dict, complete_arch, hf_config, resolve
@@ -74,6 +76,8 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
         for p in prompts:
             inp = torch.randint(0, ids["unk"], (g, p), device=_device(torch))
             mask = torch.ones_like(inp)
+            if padded:
+                mask[::2, 0] = 0
 
             def call(n, inp=inp, mask=mask):
                 with torch.no_grad():
@@ -99,7 +103,7 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
             n = LONG - SHORT
             rows.append({
                 "host": host_probe(torch),  # the host's dispatch speed next to each case: does it drift?
-                "model": model_id, "layers": arch["layers"], "batch": g, "prompt": p,
+                "model": model_id, "layers": arch["layers"], "batch": g, "prompt": p, "padded": padded,
                 "seconds_short": round(short, 4), "seconds_long": round(long, 4),
                 "decode_step_ms": round(step * 1e3, 3),
                 "fixed_and_prefill_s": round(short - SHORT * step, 4),
@@ -117,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated catalogue ids")
     ap.add_argument("--prompts", default=",".join(map(str, PROMPTS)), help="prompt lengths, tokens")
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)), help="sequences generated at once")
+    ap.add_argument("--padded", choices=("no", "yes", "both"), default="no",
+                    help="left-pad every other prompt by one token (GRPO/RLOO's padded batches); both: each case twice")
     a = ap.parse_args(argv)
     problem = new_output_problem(a.out)
     if problem:
@@ -157,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         save_json(a.out, result)
 
     for m in a.models.split(","):
-        probe_model(torch, m.strip(), prompts, batches, result["rows"], save)
+        for padded in {"no": (False,), "yes": (True,), "both": (False, True)}[a.padded]:
+            probe_model(torch, m.strip(), prompts, batches, result["rows"], save, padded=padded)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # the model is gone with probe_model's frame
     result["host_after"] = host_probe(torch)

@@ -32,6 +32,12 @@ CALIBRATION_GLOB = "h200*.jsonl"
 GIB = 1 << 30
 
 
+def _gpus(rec: dict) -> str:
+    """"2 x H200": how many GPUs of which kind the record ran on (the kind where the record names it)."""
+    n, kind = rec.get("gpus"), rec.get("gpu")
+    return f"{n} x {kind}" if n is not None and kind else str(n if n is not None else "")
+
+
 def _read(path: Path) -> list[dict]:
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -96,7 +102,7 @@ def row(file: str, rec: dict) -> dict[str, Any]:
                 f"full: ga {q.get('plan_grad_accum')}" if q else "-")
         ran = run.get("status") == "pass"
         return {"case": rec.get("case"), "file": file, "plan": v.get("plan") or (rec.get("check") or {}).get("plan"),
-                "gpus": rec.get("gpus"), "status": rec.get("status"), "passed": v.get("passed"),
+                "gpus": _gpus(rec), "status": rec.get("status"), "passed": v.get("passed"),
                 "ran": ran, "oom": oom, "oom_floor": floor if oom else None, "mode": mode,
                 "failed": _failed_steps(steps), "steps": steps,
                 "peak": m.get("per_gpu_peak_bytes") if ran else None, "peak_pred": p.get("per_gpu_peak_bytes"),
@@ -108,7 +114,7 @@ def row(file: str, rec: dict) -> dict[str, Any]:
     run = steps.get("run", {})
     m, p = rec.get("measured") or {}, rec.get("predicted_then") or {}
     ran = run.get("status") == "pass"
-    return {"case": rec.get("case"), "file": file, "plan": rec.get("plan"), "gpus": rec.get("gpus"),
+    return {"case": rec.get("case"), "file": file, "plan": rec.get("plan"), "gpus": _gpus(rec),
             "status": "ok", "passed": rec.get("passed"), "ran": ran,
             "oom": "OutOfMemoryError" in (run.get("detail") or ""), "oom_floor": None,
             "failed": _failed_steps(steps), "steps": steps,

@@ -75,8 +75,8 @@ def padding_mask(plan: Plan) -> bool:
     completions end at different lengths (GENERATED_COMPLETION_TRAINERS), unless fixed_length_batches says otherwise.
     Measured: the planner's Llama-3.2-1B GRPO bundle (micro-batch 64, 768 tokens, no checkpointing) peaked at 70.4 GiB
     where the unmasked estimate was 64.8 GiB, and 5.6 GiB is what the masked layers below add
-    (bench/results/verify-h200-2026-12-03-new-2.jsonl). Datasets of different lengths pad SFT, DPO and KTO batches the
-    same way; their estimate assumes rows of seq_len without a mask (what packing gives, and what the benchmark and
+    (bench/results/verify-h200-2026-12-03-new-2.jsonl). Datasets of different lengths pad SFT, DPO, KTO and GKD batches
+    the same way; their estimate assumes rows of seq_len without a mask (what packing gives, and what the benchmark and
     verify's --synthetic-data run)."""
     return plan.trainer in GENERATED_COMPLETION_TRAINERS and not _FIXED_LENGTH_BATCHES.get()
 

@@ -34,6 +34,30 @@ def test_one_case_records_the_decode_step_and_saves(monkeypatch):
     # the decode step is the difference over the extra tokens; on the CPU the profiler sees no GPU kernels
     assert r["decode_step_ms"] == pytest.approx((r["seconds_long"] - r["seconds_short"]) / 4 * 1e3, abs=0.1)  # seconds kept to 0.1 ms
     assert set(r["host"]) == {"nograd_op_us", "autograd_op_us", "python_call_us"}
+    assert r["padded"] is False
+
+
+def test_a_padded_case_generates_with_a_mask_that_is_not_all_ones(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    monkeypatch.setattr(DP, "SHORT", 2)
+    monkeypatch.setattr(DP, "LONG", 4)
+    monkeypatch.setattr(DP, "REPEATS", 1)
+    masks = []
+    from transformers import GenerationMixin
+
+    real = GenerationMixin.generate
+
+    def spy(self, *args, **kwargs):
+        masks.append(kwargs["attention_mask"].clone())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(GenerationMixin, "generate", spy)
+    rows: list = []
+    DP.probe_model(torch, "tiny", [8], [4], rows, lambda: None, arch=TINY, padded=True)
+    assert rows[0]["padded"] is True
+    # rows 0 and 2 start with one padding position, rows 1 and 3 are whole: generate sees a padded batch
+    assert masks and all(m[:, 0].tolist() == [0, 1, 0, 1] and bool(m[:, 1:].all()) for m in masks)
 
 
 def test_an_existing_out_file_is_refused(tmp_path):
