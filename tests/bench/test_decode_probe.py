@@ -19,12 +19,19 @@ def test_host_probe_times_each_kind_of_op():
     assert host["autograd_op_us"] > host["python_call_us"]
 
 
-def test_one_case_records_the_decode_step_and_saves(monkeypatch):
+@pytest.fixture
+def short_cases(monkeypatch):
+    """torch, with the probe's completion lengths cut to 2 and 6 tokens and one repeat (a case in seconds)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     monkeypatch.setattr(DP, "SHORT", 2)
     monkeypatch.setattr(DP, "LONG", 6)
     monkeypatch.setattr(DP, "REPEATS", 1)
+    return torch
+
+
+def test_one_case_records_the_decode_step_and_saves(short_cases):
+    torch = short_cases
     rows, saves = [], []
     DP.probe_model(torch, "tiny", [8], [2], rows, lambda: saves.append(len(rows)), arch=TINY)
     assert len(rows) == 1 and saves == [1]
@@ -37,12 +44,8 @@ def test_one_case_records_the_decode_step_and_saves(monkeypatch):
     assert r["padded"] is False
 
 
-def test_a_padded_case_generates_with_a_mask_that_is_not_all_ones(monkeypatch):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    monkeypatch.setattr(DP, "SHORT", 2)
-    monkeypatch.setattr(DP, "LONG", 4)
-    monkeypatch.setattr(DP, "REPEATS", 1)
+def test_a_padded_case_generates_with_a_mask_that_is_not_all_ones(short_cases, monkeypatch):
+    torch = short_cases
     masks = []
     from transformers import GenerationMixin
 
