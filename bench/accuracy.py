@@ -2436,6 +2436,29 @@ def _err_alloc_of(rows: list[Evaluated], name: str) -> float | None:
     return None
 
 
+DECODE_OPS = "bench/results/decode-ops-cpu-2026-12-05.json"
+"""bench/decode_ops.py: the kernels of one decode step of generate, unpadded and padded, counted on the CPU."""
+
+
+def _padded_decode_text(root: Path = REPO) -> str:
+    """The padded decode step's terms (speed.decode_padding_kernels, decode_kv_passes) with the counts they rest on."""
+    data = json.loads((root / DECODE_OPS).read_text(encoding="utf-8"))
+    rows = data["rows"]
+    per_layer = sorted({r["padded"]["kernels_per_layer"] - r["unpadded"]["kernels_per_layer"] for r in rows})
+    per_step = sorted({r["padded"]["kernels_per_step"] - r["unpadded"]["kernels_per_step"] for r in rows})
+    share = [r["padded"]["kernels_at_full_depth"] / r["unpadded"]["kernels_at_full_depth"] - 1 for r in rows]
+    return (f" The benchmark's completions run to full length on prompts of one length, so its batches carry no mask; "
+            f"a real GRPO/RLOO batch is padded, and a padded decode step launches more: {DECODE_OPS} "
+            f"(transformers {data['versions']['transformers']}, {len(rows)} models) counts "
+            f"{'-'.join(f'{x:g}' for x in per_layer)} kernels more per layer and "
+            f"{per_step[0]:g}-{per_step[-1]:g} more per step (the mask, and one more `.item()` sync), "
+            f"{_pct(min(share), False)}-{_pct(max(share), False)} more in all; before transformers "
+            f"{'.'.join(map(str, S.PACK_GQA_SINCE))} a GQA model's masked decode step also copies K and V to every "
+            "query head (repeat_kv). Both are terms of the estimate for padded batches "
+            "(advisor.model.speed.decode_padding_kernels, decode_kv_passes); the rows here are predicted as they ran, "
+            "unpadded.")
+
+
 def _generation_terms_text(rows: list[Evaluated], verify: list[Evaluated]) -> str:
     """bench/generation_terms.py's candidates, as a sentence: each one's worst holdout error next to the model's."""
     from bench import generation_terms as GT
@@ -2479,6 +2502,7 @@ def _generation_gap(w, rows: list[Evaluated], verify: list[Evaluated]) -> None:
              f"{_pct(_median([abs(x) for x in errs]), False)} "
              f"median, {_pct(max(errs, key=abs))} worst ({len(ho)} holdout: worst {_pct(max(ho, key=abs) if ho else None)}). "
              + _generation_terms_text(rows, verify))
+    text += _padded_decode_text()
     if check:
         text += (f" The four rows of {GENERATION_CHECK} (Llama-3.2-1B at 1.5k tokens, Qwen3-1.7B with 8 completions "
                  "of 192 tokens, RLOO on Qwen2.5-1.5B, Qwen2.5-0.5B at 2.5k tokens without checkpointing), predicted "

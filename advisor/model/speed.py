@@ -56,6 +56,20 @@ DECODE_KERNELS_PER_LAYER = 50
 DECODE_KERNELS_PER_STEP = 40
 """Per decode step outside the layers: embedding, final norm, LM head, logits processors, sampling, stopping checks."""
 HEAD_KERNELS_PER_TILE = 4
+DECODE_PADDED_KERNELS_PER_LAYER = 3
+"""Kernels a decode step of HF generate adds per layer when its batch is padded (GRPO/RLOO prompts of different
+lengths) under SDPA, whatever the heads: the layer's mask goes to SDPA, which turns a bool mask into a float bias
+(aten scaled_dot_product_attention convert_boolean_attn_mask) instead of running unmasked. Counted, not fitted:
+bench/decode_ops.py on transformers 5.25 (bench/results/decode-ops-cpu-2026-12-05.json: 3.0 for each of six models,
+Llama, Qwen2, Qwen3, Gemma-3 and Phi-3, GQA and MHA); its non-view op count is the CUDA kernel count (Qwen2.5-0.5B
+unpadded: 1,122 counted, 1,106 profiled on an H200). Releases before PACK_GQA_SINCE add repeat_kv's two copies
+(decode_padding_kernels)."""
+DECODE_MASK_KERNELS_PER_STEP = 16
+"""Kernels a padded decode step of HF generate adds outside the layers, per kind of attention mask the model builds
+(full, sliding window): masking_utils' sdpa_mask turns the 2-D padding mask into the step's 4-D one (arange,
+comparisons, index, where), and checks it on the host (a `.item()`: the step's second sync). Counted as
+DECODE_PADDED_KERNELS_PER_LAYER: 16 for the one-mask models, 35 for Gemma-3 (full and sliding), 21 for Phi-3
+(sliding)."""
 """Fused LM head: GEMM + fold kernel per CHUNK_TOKENS x CHUNK_VOCAB tile forward; GEMM, fold, 2 addmm backward."""
 TORCH_CPU_ADAM_SLOWDOWN = 6.0
 """torch's own CPU AdamW (FSDP2 CPUOffloadPolicy) vs DeepSpeedCPUAdam: the ZeRO-Offload paper (arXiv:2101.06840,
@@ -340,6 +354,36 @@ Qwen2.5-0.5B on one machine (bench/results/decode-probe-h200-2026-12-01.json): 1
 kernel there, and a 1-element CUDA op under no_grad took 8-12 us on that host. Refitted (16.1e-6 before) on the fit
 rows once the GPU's rates were measured by kernel (bench/kernel_terms.py), the data path and LoRA's per-step cost were
 their own terms, and forward and backward overlapped apart."""
+DECODE_CACHE_PASSES = 3
+"""Times one decode step of transformers' generate streams the KV cache: DynamicLayer.update appends the step's keys
+and values with torch.cat (cache_utils.py, transformers 5.17-5.25), which reads the whole cache and writes it anew, and
+attention reads the new one. The step's GPU time is the weights read once plus these passes (generation_seconds)."""
+PACK_GQA_SINCE = (5, 23)
+"""The first transformers release whose SDPA attention packs a single query token's heads onto the KV heads
+(integrations/sdpa_attention.py pack_gqa) when it gets a mask. Before it (5.17-5.22 read), a decode step with a mask
+on a model with fewer KV heads than query heads repeats K and V to every query head (repeat_kv): SDPA's enable_gqa is
+passed only without a mask (use_gqa_in_sdpa). Training forwards (more than one query token) repeat them in every
+release (activations.sdpa_masked_fraction)."""
+
+
+def decode_repeats_kv(d: MD.Dims, plan: Plan, target: Target) -> bool:
+    """Whether a decode step of HF generate copies the KV cache to every query head (PACK_GQA_SINCE): a padded batch
+    under SDPA, a GQA model, a transformers release before pack_gqa."""
+    return (d.q > d.kv and MA.sdpa_masked_fraction(d, plan) > 0
+            and transformers_release(target) < PACK_GQA_SINCE)
+
+
+def decode_kv_passes(d: MD.Dims, plan: Plan, target: Target) -> float:
+    """Passes over the KV cache per decode step (DECODE_CACHE_PASSES), plus repeat_kv's where the step repeats the
+    cache (decode_repeats_kv): it reads the cache once, writes it q_heads / kv_heads times over, and SDPA reads
+    that copy."""
+    passes = float(DECODE_CACHE_PASSES)
+    if decode_repeats_kv(d, plan, target):
+        rep = d.q / d.kv
+        passes += MA.sdpa_masked_fraction(d, plan) * (1 + 2 * rep)
+    return passes
+
+
 GENERATE_CALL_SECONDS = 0.357
 """CPU time of one GRPO/RLOO generation round with transformers' generate, outside the decode steps: TRL's
 _generate_and_score_completions (prompt tokenization and padding, unwrap_model_for_generation, batch_decode of the
@@ -1026,6 +1070,18 @@ def offload_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision,
     return xfer, cpu
 
 
+def decode_padding_kernels(d: MD.Dims, plan: Plan, target: Target) -> int:
+    """Kernels a padded batch adds to one decode step of HF generate under SDPA: DECODE_PADDED_KERNELS_PER_LAYER, two
+    more per layer where the step repeats K and V (decode_repeats_kv: one copy each), and
+    DECODE_MASK_KERNELS_PER_STEP per mask kind. 0 for fixed-length batches and other attention kernels (not counted:
+    FlashAttention unpads each layer's batch its own way)."""
+    if plan.attn != "sdpa" or not MA.padding_mask(plan):
+        return 0
+    masks = 2 if 0 < d.sliding_fraction < 1 else 1
+    per_layer = DECODE_PADDED_KERNELS_PER_LAYER + (2 if decode_repeats_kv(d, plan, target) else 0)
+    return d.L * per_layer + masks * DECODE_MASK_KERNELS_PER_STEP
+
+
 def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> tuple[float, float]:
     """(generation, log-prob passes) per step for GRPO/RLOO (one generation of mb x grad_accum completions per GPU per
     step) and GKD (on-policy generation; lmbda = 0.5 by default: half the steps).
@@ -1055,6 +1111,8 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
         weight_read = d.P * w16
     kvb = w16
     kv_avg = 2 * d.L * d.kv * (prompt + completion / 2) * kvb
+    # HF generate streams its cache more than once a step (decode_kv_passes); vLLM's paged cache is read once
+    hf_kv = kv_avg * decode_kv_passes(d, plan, target)
     n = MS.shard_count(plan)
     # a decode step's GEMMs have the batch as their token dimension; its weight streaming is counted separately, so
     # only the hidden-size penalty applies to its compute bound
@@ -1070,15 +1128,17 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             d.P * HALF / (target.inter_node_bw_gbps * GB)
         gen = decode + prefill + sync
     else:
-        step_gpu = max((weight_read + kv_avg * g) / bw, 2.0 * active * g / (peak * dense))
         prefill = 2.0 * active * g * prompt / (peak * gemm_efficiency(d.h, g * prompt))
         if plan.vllm_mode == "colocate" and plan.trainer != "gkd":
+            step_gpu = max((weight_read + kv_avg * g) / bw, 2.0 * active * g / (peak * dense))
             decode = completion * (step_gpu + VLLM_STEP_SECONDS)
             sync = d.P * w16 / bw
         else:
+            step_gpu = max((weight_read + hf_kv * g) / bw, 2.0 * active * g / (peak * dense))
             lf, _ = LORA_KERNELS_PER_LINEAR
             kernels = d.L * (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
                              + (lf * d.linears_per_layer if plan.method != "full" else 0)) + DECODE_KERNELS_PER_STEP
+            kernels += decode_padding_kernels(d, plan, target)
             host = host_factor(target)
             per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS * host)
             if plan.backend == "fsdp2":

@@ -116,3 +116,86 @@ def test_the_planner_grpo_bundle_that_found_it_is_predicted_as_measured():
     with MA.fixed_length_batches():
         unmasked = estimate_memory(resolve_model(rec["model"]), plan, H200).per_gpu_peak_bytes
     assert unmasked / measured - 1 < -0.07
+
+
+H200_517 = Target(gpu=resolve_gpu("H200"), gpus_per_node=1, nodes=1, software={"transformers": "5.17.0"})
+H200_524 = Target(gpu=resolve_gpu("H200"), gpus_per_node=1, nodes=1, software={"transformers": "5.24.0"})
+
+
+def test_a_padded_decode_step_repeats_the_cache_of_a_gqa_model_before_pack_gqa():
+    from advisor.model import speed as S
+
+    gqa = dims(resolve_model("llama-3.2-1b"))  # 32 query heads, 8 KV heads
+    plan = _plan()
+    with MA.fixed_length_batches():
+        assert S.decode_kv_passes(gqa, plan, H200_517) == S.DECODE_CACHE_PASSES
+    # transformers 5.17: repeat_kv reads the cache, writes it 4x over, and SDPA reads the copy: 1 + 2 * 4 passes more
+    assert S.decode_repeats_kv(gqa, plan, H200_517)
+    assert S.decode_kv_passes(gqa, plan, H200_517) == S.DECODE_CACHE_PASSES + 9
+    # 5.23 on: pack_gqa folds the query heads onto the KV heads, no copy
+    assert not S.decode_repeats_kv(gqa, plan, H200_524)
+    assert S.decode_kv_passes(gqa, plan, H200_524) == S.DECODE_CACHE_PASSES
+    assert S.decode_kv_passes(gqa, plan, H200) == S.DECODE_CACHE_PASSES  # unprobed: the bundles' pinned release
+    # FlashAttention unpads and takes the GQA heads as they are; repeat_kv with n_rep 1 returns the cache itself
+    assert S.decode_kv_passes(gqa, _plan(attn="flash_attention_2"), H200_517) == S.DECODE_CACHE_PASSES
+    assert S.decode_kv_passes(dims(resolve_model("phi-3-mini")), plan, H200_517) == S.DECODE_CACHE_PASSES
+
+
+def test_a_gpu_bound_decode_counts_the_cache_passes():
+    # a 7B model generating long completions for a large batch: the cache, not the launches, sets the decode step
+    from advisor.model import speed as S
+
+    model = resolve_model("qwen2.5-7b")
+    plan = _plan(seq_len=8192, max_completion_len=6144, micro_batch=256, num_generations=8)
+    d, pr = dims(model), Precision.of(plan)
+    repeated, _ = S.generation_seconds(d, model, plan, H200_517, pr)
+    packed, _ = S.generation_seconds(d, model, plan, H200_524, pr)
+    old = S.DECODE_CACHE_PASSES
+    try:
+        S.DECODE_CACHE_PASSES = 1
+        once, _ = S.generation_seconds(d, model, plan, H200_524, pr)
+    finally:
+        S.DECODE_CACHE_PASSES = old
+    assert once < packed < repeated
+
+
+def _decode_ops() -> dict:
+    return json.loads((REPO / "bench" / "results" / "decode-ops-cpu-2026-12-05.json").read_text(encoding="utf-8"))
+
+
+def test_the_padded_decode_kernels_are_the_counted_ones():
+    # counted on transformers 5.25 (pack_gqa): the mask's own kernels, no repeat_kv
+    from advisor.model import speed as S
+
+    data = _decode_ops()
+    assert data["versions"]["transformers"].startswith("5.25")
+    rows = data["rows"]
+    adds_per_layer = {r["padded"]["kernels_per_layer"] - r["unpadded"]["kernels_per_layer"] for r in rows}
+    assert adds_per_layer == {S.DECODE_PADDED_KERNELS_PER_LAYER}
+    one_mask = [r["padded"]["kernels_per_step"] - r["unpadded"]["kernels_per_step"] for r in rows
+                if r["padded"]["syncs_per_step"] - r["unpadded"]["syncs_per_step"] == 1]
+    assert len(one_mask) >= 4 and min(one_mask) == S.DECODE_MASK_KERNELS_PER_STEP
+    target = Target(gpu=resolve_gpu("H200"), gpus_per_node=1, nodes=1, software={"transformers": "5.25.0"})
+    for r in rows:  # the term's count for each model within 15 % of what its decode step adds
+        d = dims(resolve_model(r["model"]))
+        counted = r["padded"]["kernels_at_full_depth"] - r["unpadded"]["kernels_at_full_depth"]
+        assert abs(S.decode_padding_kernels(d, _plan(), target) / counted - 1) < 0.15, r["model"]
+
+
+def test_padding_adds_decode_launches_only_to_padded_sdpa_generation():
+    from advisor.model import speed as S
+
+    d = dims(resolve_model("llama-3.2-1b"))
+    assert S.decode_padding_kernels(d, _plan(), H200_524) == 16 * 3 + 16
+    assert S.decode_padding_kernels(d, _plan(), H200_517) == 16 * (3 + 2) + 16  # repeat_kv's copies of K and V
+    assert S.decode_padding_kernels(d, _plan(attn="flash_attention_2"), H200_524) == 0
+    with MA.fixed_length_batches():
+        assert S.decode_padding_kernels(d, _plan(), H200_524) == 0
+    gemma3 = dims(resolve_model("gemma-3-1b"))  # full and sliding layers: two masks a step
+    assert S.decode_padding_kernels(gemma3, _plan(), H200_524) == gemma3.L * 3 + 2 * 16
+    model = resolve_model("llama-3.2-1b")
+    plan = _plan()
+    padded, _ = S.generation_seconds(d, model, plan, H200, Precision.of(plan))
+    with MA.fixed_length_batches():
+        fixed, _ = S.generation_seconds(d, model, plan, H200, Precision.of(plan))
+    assert padded > fixed
