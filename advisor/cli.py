@@ -477,13 +477,52 @@ def _tolerate_unencodable_output() -> None:
                 pass
 
 
+MAX_ARGUMENTS = 2000
+"""The most command-line words parsed. The longest real command line (every REQUEST flag, a --price for every
+catalogue GPU) is a few hundred words; argparse's time grows with the square of the number of options (3.11
+recomputes the last option's index for each one), so 80,000 words, well within the kernel's ARG_MAX, took 30 s:
+a hang to whoever runs it."""
+
+
+def _stand_in_for_closed_streams() -> bool:
+    """Open the null device on each standard stream the caller closed (`trl-advisor ... >&-`, `<&-`, `2>&-`);
+    True when stdout was one of them.
+
+    Python sets sys.stdin/stdout/stderr to None for a closed descriptor, and every later use (the wizard's
+    isatty, a report, an error line) then raised AttributeError: exit 3 for a closed stdin or stdout, and a lost
+    traceback with exit 1 (read by scripts as "findings") for a closed stderr. Holding descriptors 0-2 also keeps
+    a file opened later (a bundle file, a child's log) from taking the number 1 or 2, where anything written to
+    stdout or stderr, by us or by a child process, would land inside it."""
+    closed_stdout = False
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        if getattr(sys, name) is not None:
+            continue
+        closed_stdout = closed_stdout or name == "stdout"
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False))
+        except OSError:  # no /dev/null: nothing better to stand in; the stream stays None
+            continue
+    return closed_stdout
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    stdout_closed = _stand_in_for_closed_streams()
     _tolerate_unencodable_output()
     # --debug anywhere: print tracebacks of internal errors instead of writing them to a file
     debug = "--debug" in argv or os.environ.get("TRL_ADVISOR_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
     try:
+        if stdout_closed:  # refused before anything runs: a bundle written whose report is lost is worse
+            raise AdvisorError("stdout is closed: there is nowhere to write the report",
+                               hint="run it with stdout open; redirect it to a file, or to /dev/null to discard it")
+        if len(argv) > MAX_ARGUMENTS:
+            raise AdvisorError(f"{len(argv):,} command-line arguments: at most {MAX_ARGUMENTS:,} are read",
+                               hint="give each flag once; see `trl-advisor --help`")
         parser = build_parser()
         if not argv:
             return cmd_wizard(None)  # on a terminal the wizard; elsewhere the help and a usage error (exit 2)

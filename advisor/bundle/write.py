@@ -62,7 +62,7 @@ def write_bundle(files: dict[str, str], out_dir: str, *, force: bool) -> list[st
     Any failure, SIGINT, SIGTERM or SIGHUP leaves no partial folder and the old one intact.
     Returns the written paths (out_dir/name), in bundle order.
     """
-    target = Path(out_dir)
+    target = _absolute_target(out_dir)
     for name in files:
         if (not name or "/" in name or "\\" in name or "\0" in name or name in (".", "..")
                 or name == MARKER_NAME):
@@ -72,13 +72,75 @@ def write_bundle(files: dict[str, str], out_dir: str, *, force: bool) -> list[st
     if _is_empty_folder_but_for_work(target):
         _remove_stale(target)  # a killed write into this empty folder left its staging folder behind
     _check_target(target, out_dir, force=force)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _SignalGuard() as guard:
-        if _is_empty_folder(target):
-            _write_into_empty(files, target, out_dir, guard=guard)
-        else:
-            _write_and_swap(files, target, out_dir, force=force, guard=guard)
-    return [str(target / name) for name in files]
+    made = _make_parents(target.parent)
+    try:
+        with _SignalGuard() as guard:
+            if _is_empty_folder(target):
+                _write_into_empty(files, target, out_dir, guard=guard)
+            else:
+                _write_and_swap(files, target, out_dir, force=force, guard=guard)
+    except BaseException:
+        _remove_made_parents(made)
+        raise
+    return [str(Path(out_dir) / name) for name in files]
+
+
+def _absolute_target(out_dir: str) -> Path:
+    """out_dir as an absolute path whose folder part holds no `.`, `..` or link, its last name kept as given.
+
+    Every path below is used again after renames: relative to the working directory, or through `..`, a path
+    changes meaning once a rename moves the working directory. `--out ../b --force` run inside the bundle b moved
+    b aside (the working directory with it), then looked for the new bundle and the way back relative to the moved
+    folder, found neither, and left b's path empty and both work folders behind. The last name is not resolved:
+    a link there must be seen, and refused, as a link."""
+    path = os.fspath(out_dir)
+    while True:
+        stripped = path.rstrip(os.sep) or path
+        head, tail = os.path.split(stripped)
+        if tail != "." or not head:
+            break
+        path = head  # `x/.` names x itself, a link at x included (as pathlib reads it)
+    if tail in ("", ".", ".."):  # the working directory, `/`, or a parent named by `..`: itself no link
+        return Path(os.path.realpath(stripped))
+    return Path(os.path.realpath(head or os.curdir)) / tail
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Create folder and its missing ancestors, outermost first; return those created.
+
+    Not Path.mkdir(parents=True): it recurses once per missing level, so an --out nested a thousand folders deep
+    (still within PATH_MAX) ended in RecursionError instead of a folder or a clean OSError. The list lets a failed
+    write remove what it made, so that an --out whose last name is refused leaves no empty folders behind."""
+    missing: list[Path] = []
+    probe = folder
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    made: list[Path] = []
+    try:
+        for path in reversed(missing):
+            try:
+                os.mkdir(path)
+            except FileExistsError:  # made meanwhile by someone else: theirs, not ours to remove
+                if not os.path.isdir(path):
+                    raise
+                continue
+            made.append(path)
+    except BaseException:
+        _remove_made_parents(made)
+        raise
+    return made
+
+
+def _remove_made_parents(made: list[Path]) -> None:
+    """Remove the folders _make_parents created, innermost first, each only while still empty."""
+    for path in reversed(made):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
 
 
 def _is_empty_folder_but_for_work(target: Path) -> bool:

@@ -1,6 +1,7 @@
 """Command-line contract: exit codes, one-line errors with hints, stdout for data and stderr for diagnostics."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -218,3 +219,75 @@ def test_a_gpu_other_processes_fill_has_nothing_usable_not_a_negative_amount(tmp
     memory = json.loads(proc.stdout)["memory"]
     assert memory["gpu_capacity_bytes"] == 0 and not memory["fits"]
     assert "other processes hold 79.6 GiB" in proc.stderr
+
+
+def _closing(fd: int):
+    """preexec_fn for a child whose descriptor fd is closed, as `trl-advisor ... >&-` leaves it."""
+    return lambda: os.close(fd)
+
+
+@pytest.mark.parametrize("args", [(), ("wizard", "--model", "7B")])
+def test_a_closed_stdin_is_no_terminal_not_an_internal_error(args):
+    """Python sets sys.stdin to None for a closed descriptor: the wizard's isatty() raised AttributeError (exit 3)."""
+    proc = subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True, text=True,
+                          preexec_fn=_closing(0))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "\ninternal error:" not in "\n" + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]  # after the usage text
+    assert errors == ["error: the wizard needs a terminal: stdin and stdout are not both one"], proc.stderr
+
+
+@pytest.mark.parametrize("command", ["estimate", "generate", "rules"])
+def test_a_closed_stdout_is_a_usage_error_before_anything_is_written(command, tmp_path):
+    args = {"estimate": ("estimate", "--model", "0.5B", "--gpu", "H100-80GB"),
+            "generate": ("generate", "--model", "0.5B", "--gpu", "H100-80GB", "--out", str(tmp_path / "b")),
+            "rules": ("rules",)}[command]
+    proc = subprocess.run([sys.executable, "-m", "advisor", *args], stderr=subprocess.PIPE, text=True,
+                          preexec_fn=_closing(1))
+    assert_one_line_error(proc)
+    assert "stdout is closed" in proc.stderr
+    assert not (tmp_path / "b").exists()  # no bundle whose report nobody could read
+
+
+def test_a_closed_stderr_keeps_the_exit_code_of_a_usage_error():
+    """With stderr closed the error line cannot be shown, but the exit code must still say "usage" (2): writing it
+    raised AttributeError inside the error handler and Python ended with 1, which scripts read as findings."""
+    proc = subprocess.run([sys.executable, "-m", "advisor", "estimate", "--model", "no-such-model", "--gpu",
+                           "H100-80GB"], stdout=subprocess.PIPE, text=True, preexec_fn=_closing(2))
+    assert proc.returncode == 2
+
+
+def test_an_out_dir_a_thousand_folders_deep_is_written_not_a_crash(tmp_path):
+    out = tmp_path.joinpath(*["d"] * 1200) / "b"
+    try:
+        proc = run("generate", "--model", "0.5B", "--gpu", "H100-80GB", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+        assert (out / "plan.json").is_file()
+    finally:  # one level at a time: shutil.rmtree (pytest's tmp_path cleanup) recurses once per level
+        folder = out
+        while folder != tmp_path:
+            if folder.is_dir():
+                for child in folder.iterdir():
+                    if not child.is_dir():
+                        child.unlink()
+                folder.rmdir()
+            folder = folder.parent
+
+
+@pytest.mark.parametrize("args", [
+    ["estimate", "--model", "7B", "--gpu", "H100-80GB", *["--seq-len", "1024"] * 20_000],
+    ["recommend", "--model", "7B", "--tokens", "1e9", *["--price", "H100-80GB=2"] * 20_000],
+])
+def test_a_flood_of_repeated_flags_is_refused_at_once(args, capsys):
+    """argparse's time grows with the square of the number of options: 40,000 repeated flags (within ARG_MAX)
+    parsed for 30 s, a hang; they are a usage error instead, before any parsing."""
+    import time
+
+    from advisor.cli import MAX_ARGUMENTS, main
+
+    start = time.monotonic()
+    rc = main(args)
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert rc == 2 and elapsed < 2, (rc, elapsed)
+    assert err.startswith("error: 40,00") and f"at most {MAX_ARGUMENTS:,}" in err and "\nhint: " in err

@@ -381,3 +381,70 @@ def test_force_keeps_what_the_user_put_in_a_bundle(tmp_path):
     assert "output/" in err.value.message and "notes.txt" in err.value.message
     assert (out / "output" / "model.safetensors").read_text() == "weights" and (out / "notes.txt").exists()
     assert set(render.BUNDLE_ORDER) <= BUNDLE_NAMES  # every file a bundle can hold is known as ours
+
+
+def test_an_out_dir_a_thousand_folders_deep(tmp_path):
+    """Still within PATH_MAX, but deeper than Python's recursion limit: Path.mkdir(parents=True) recurses once per
+    missing folder and ended in RecursionError (exit 3) instead of writing the bundle."""
+    out = tmp_path.joinpath(*["d"] * 1500) / "bundle"
+    assert len(str(out)) < 4000
+    try:
+        write_bundle(FILES, str(out), force=False)
+        assert _entries(out) == BUNDLE
+    finally:
+        remove_deep_tree(out, tmp_path)
+
+
+def remove_deep_tree(deepest, top) -> None:
+    """Remove the folders from deepest up to (not including) top, one level at a time: shutil.rmtree, and with it
+    pytest's tmp_path cleanup, recurses once per level and would itself end in RecursionError here."""
+    folder = deepest
+    while folder != top:
+        if folder.is_dir():
+            for name in os.listdir(folder):
+                if not (folder / name).is_dir():
+                    os.unlink(folder / name)
+            os.rmdir(folder)
+        folder = folder.parent
+
+
+@pytest.mark.parametrize("how", ["name-too-long", "disk-full"])
+def test_a_failed_write_removes_the_parent_folders_it_made(tmp_path, monkeypatch, how):
+    """--out under folders that do not exist yet: they are made for the bundle, so a failed write removes them
+    again (innermost first, only while empty); folders that were there before stay."""
+    (tmp_path / "theirs").mkdir()
+    out = tmp_path / "theirs" / "new" / "newer" / "b"
+    if how == "name-too-long":
+        out = out.with_name("x" * 300)  # refused at the final rename (ENAMETOOLONG), after the parents exist
+    else:
+        monkeypatch.setattr(bundle_write.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "full")))
+    with pytest.raises(OSError):
+        write_bundle(FILES, str(out), force=False)
+    assert _entries(tmp_path) == ["theirs"]
+    assert _entries(tmp_path / "theirs") == []
+
+
+@pytest.mark.parametrize("out", [".", "./", "../b", "../b/", "../../here/b", "../b/."])
+def test_force_from_inside_the_bundle_it_replaces(tmp_path, monkeypatch, out):
+    """Run inside the bundle being replaced: the first rename moves the working directory with the old bundle, so
+    every relative path (`..` above all) means another folder afterwards. `--out ../b --force` left b's path empty
+    (the old bundle in a work folder) and `--out . --force` refused its own staging folder as a foreign file."""
+    (tmp_path / "here").mkdir()
+    b = tmp_path / "here" / "b"
+    _an_old_bundle(b)
+    monkeypatch.chdir(b)
+    write_bundle(FILES, out, force=True)
+    assert _entries(b) == BUNDLE and (b / "README.md").read_text() == FILES["README.md"]
+    assert _entries(tmp_path / "here") == ["b"]  # no work folder left beside it
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/.", "/./"])
+def test_a_link_named_with_a_trailing_dot_or_slash_is_still_a_link(tmp_path, monkeypatch, suffix):
+    b = tmp_path / "b"
+    _an_old_bundle(b)
+    before = _tree(b)
+    (tmp_path / "lnk").symlink_to("b")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputExistsError, match="symbolic link"):
+        write_bundle(FILES, "lnk" + suffix, force=True)
+    assert _tree(b) == before and _entries(tmp_path) == ["b", "lnk"]

@@ -111,7 +111,9 @@ def test_a_signal_at_a_random_moment_leaves_no_work_folder(tmp_path, sig, runs):
     for parent, out, had_old, rc in results:
         assert rc in (0, 128 + sig, -sig), rc
         stopped += rc == 128 + sig
-        assert _work_folders(parent) == []
+        # a write stopped before its bundle was in place also removes the parent folder it made (p<i>, when new)
+        assert parent.exists() or not had_old
+        assert (_work_folders(parent) if parent.exists() else []) == []
         names = sorted(os.listdir(out)) if out.exists() else []
         if len(names) == 120 + 1:  # all or nothing (120 files and the marker): the new bundle complete, or the old one (or none) as it was
             assert MARKER_NAME in names
