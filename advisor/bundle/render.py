@@ -26,7 +26,8 @@ from advisor.core.request import GENERATING_TRAINERS, Request, text_problem
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
-from advisor.resolve.attention import SDPA_UNSUPPORTED, choose_attention
+from advisor.model.padded_data import padded_data_memory
+from advisor.resolve.attention import SDPA_UNSUPPORTED, choose_attention, flash_obstacles
 from advisor.search.candidates import LIGER_MODEL_TYPES
 
 if sys.version_info >= (3, 11):
@@ -790,6 +791,26 @@ def _host_note(result: dict) -> str | None:
     return calibration.host_bound_note(share) if share >= calibration.HOST_BOUND_NOTE_SHARE else None
 
 
+def _padded_note(plan: Plan, model: ModelSpec, target: Target, result: dict) -> dict | None:
+    """The README's figures for a dataset of rows of different lengths (advisor.model.padded_data), or None where
+    padding changes nothing the estimate counts."""
+    mem = padded_data_memory(model, plan, target)
+    base = (result.get("memory") or {}).get("per_gpu_peak_bytes")
+    if mem is None or not isinstance(base, int) or mem.per_gpu_peak_bytes <= base:
+        return None
+    remedies = []
+    if not flash_obstacles(target, plan.precision):
+        remedies.append("`--packing` (padding-free rows under FlashAttention 2, no mask)")
+    if not plan.grad_ckpt:
+        remedies.append("`--grad-ckpt` (one layer's mask held at a time)")
+    if plan.micro_batch > 1:
+        remedies.append(f"`--micro-batch {plan.micro_batch // 2}`")
+    if not remedies:
+        remedies.append("more GPUs (`--gpus`) or ZeRO-3 (`--backend deepspeed --zero 3`)")
+    return {"peak_gib": mem.per_gpu_peak_bytes / GIB, "more_gib": (mem.per_gpu_peak_bytes - base) / GIB,
+            "fits": mem.fits, "capacity_gib": mem.capacity_bytes / GIB, "remedies": " or ".join(remedies)}
+
+
 _RESULT_KEYS = ("memory", "speed")
 
 
@@ -893,6 +914,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "bema": bema,
         "unsloth_note": calibration.UNSLOTH_UNMEASURED,
         "host_note": _host_note(result),
+        "padded": _padded_note(plan, model, target, result),
         # LIGER_MODEL_TYPES: the model types liger-kernel 0.8.5 has an apply_liger_kernel_to_<type> for
         "liger_apply": f"apply_liger_kernel_to_{model.model_type}" if model.model_type in LIGER_MODEL_TYPES else None,
         "generating": plan.trainer in GENERATING_TRAINERS,

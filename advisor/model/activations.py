@@ -55,7 +55,8 @@ GENERATED_COMPLETION_TRAINERS = ("grpo", "rloo")
 longest (grpo_trainer.py / rloo_trainer.py _generate_and_score_completions: completion_mask from the first EOS) and
 left-pads prompts of different lengths, and the training forward gets an attention mask with zeros."""
 
-_FIXED_LENGTH_BATCHES: ContextVar[bool] = ContextVar("fixed_length_batches", default=False)
+_PADDED: ContextVar[bool | None] = ContextVar("padded_batches", default=None)
+"""None: each trainer's own batches (padding_mask); True / False: every batch padded / of one length."""
 
 
 @contextmanager
@@ -63,11 +64,24 @@ def fixed_length_batches() -> Iterator[None]:
     """Estimate for batches whose rows all have one length, as the calibration benchmark trains them (bench/worker.py:
     synthetic rows of seq_len tokens, GRPO/RLOO completions held at max_completion_length by min_new_tokens), so that
     its records are predicted as they ran. Plans for real runs are estimated without it."""
-    token = _FIXED_LENGTH_BATCHES.set(True)
+    token = _PADDED.set(False)
     try:
         yield
     finally:
-        _FIXED_LENGTH_BATCHES.reset(token)
+        _PADDED.reset(token)
+
+
+@contextmanager
+def padded_batches() -> Iterator[None]:
+    """Estimate for batches padded to their longest row, whatever the trainer: what a dataset of rows of different
+    lengths gives SFT, DPO, KTO and GKD without packing (TRL's collators pad each batch and pass its attention mask;
+    trl/trainer/sft_trainer.py DataCollatorForLanguageModeling), which the bundles' README states next to the plan's
+    estimate for rows of seq_len (advisor/bundle/render.py)."""
+    token = _PADDED.set(True)
+    try:
+        yield
+    finally:
+        _PADDED.reset(token)
 
 
 def padding_mask(plan: Plan) -> bool:
@@ -76,9 +90,12 @@ def padding_mask(plan: Plan) -> bool:
     Measured: the planner's Llama-3.2-1B GRPO bundle (micro-batch 64, 768 tokens, no checkpointing) peaked at 70.4 GiB
     where the unmasked estimate was 64.8 GiB, and 5.6 GiB is what the masked layers below add
     (bench/results/verify-h200-2026-12-03-new-2.jsonl). Datasets of different lengths pad SFT, DPO, KTO and GKD batches
-    the same way; their estimate assumes rows of seq_len without a mask (what packing gives, and what the benchmark and
-    verify's --synthetic-data run)."""
-    return plan.trainer in GENERATED_COMPLETION_TRAINERS and not _FIXED_LENGTH_BATCHES.get()
+    the same way; their plan is estimated for rows of seq_len without a mask (what packing gives, and what the
+    benchmark and verify's --synthetic-data run), and padded_batches gives the padded figure the README states."""
+    forced = _PADDED.get()
+    if forced is not None:
+        return forced and not plan.packing
+    return plan.trainer in GENERATED_COMPLETION_TRAINERS
 
 
 def sdpa_masked_fraction(d: Dims, plan: Plan) -> float:

@@ -39,30 +39,42 @@ def _flash_installed(target: Target) -> bool | None:
 
 
 def choose_attention(req: Request, model: ModelSpec, target: Target, precision: str) -> tuple[str, str]:
-    """(attn_implementation, why). A pinned --attn wins (the rules judge it); else SDPA where the model accepts it
+    """(attn_implementation, why). A pinned --attn wins (the rules judge it); else FlashAttention 2 for a packed plan
+    where the GPU and packages allow it (TRL's padding-free rows, rule TRN008); else SDPA where the model accepts it
     (PyTorch's fused kernels: no extra package, as fast as FlashAttention 2 for training on Ampere and newer);
     else FlashAttention 2 where the GPU and packages allow it; else eager."""
     if req.attn:
         return req.attn, f"user pin (--attn {req.attn})"
     why_not_sdpa = SDPA_UNSUPPORTED.get(model.model_type)
+    reasons = flash_obstacles(target, precision)
+    if req.packing and not reasons:
+        # TRL packs with BFD into padding-free rows, which only FlashAttention's varlen kernels keep apart; under SDPA
+        # the packed sequences attend to each other (rule TRN008), so a packed plan takes FlashAttention 2
+        return "flash_attention_2", ("flash_attention_2: --packing gives padding-free rows, which FlashAttention keeps "
+                                     "apart by their position_ids (SDPA would let them attend to each other)")
     if why_not_sdpa is None:
         return "sdpa", "sdpa: PyTorch's fused attention, no extra package"
-    reasons = []
-    if target.gpu.cc < (8, 0):
-        reasons.append(f"{target.gpu.id} has compute capability {target.gpu.compute_capability} (FlashAttention 2 "
-                       "needs 8.0+)")
-    if precision == "fp32":
-        reasons.append("fp32 training (FlashAttention runs in 16-bit only)")
-    installed = _flash_installed(target)
-    if installed is False:
-        reasons.append("neither flash-attn nor kernels is installed on this machine")
     if not reasons:
+        installed = _flash_installed(target)
         how = ("the installed flash-attn or kernels package" if installed else
                "the kernels package (requirements.txt), which fetches kernels-community/flash-attn2 from the Hub")
         return "flash_attention_2", (f"flash_attention_2: {model.model_type} rejects sdpa ({why_not_sdpa}); "
                                      f"FlashAttention 2 supports it on this GPU, through {how}")
     return "eager", (f"eager: {model.model_type} rejects sdpa ({why_not_sdpa}), and FlashAttention 2 is out: "
                      + "; ".join(reasons))
+
+
+def flash_obstacles(target: Target, precision: str) -> list[str]:
+    """Why FlashAttention 2 cannot run here (empty when it can)."""
+    reasons = []
+    if target.gpu.cc < (8, 0):
+        reasons.append(f"{target.gpu.id} has compute capability {target.gpu.compute_capability} (FlashAttention 2 "
+                       "needs 8.0+)")
+    if precision == "fp32":
+        reasons.append("fp32 training (FlashAttention runs in 16-bit only)")
+    if _flash_installed(target) is False:
+        reasons.append("neither flash-attn nor kernels is installed on this machine")
+    return reasons
 
 
 FLASH_ATTN_KERNEL = "kernels-community/flash-attn2"
