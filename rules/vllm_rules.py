@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from rules.common import NO_FILES, as_int, divisors, join, truthy, uses_zero3
@@ -349,6 +350,90 @@ def vllm_server_serves_trained_model(ctx: Context) -> Result:
                 f"start the server with {ctx.model.hf_id}")
 
 
+_MEM_FLAG = re.compile(r"--gpu[-_]memory[-_]utilization[=\s]+'?([0-9.]+)")
+_LEN_FLAG = re.compile(r"--max[-_]model[-_]len[=\s]+'?(\d+)")
+
+
+def _launch_value(ctx: Context, pattern: re.Pattern, cast):
+    """The last value a `vllm serve` line of launch.sh gives the flag, else None."""
+    found = [m for line in _serve_lines(ctx) for m in pattern.findall(line)]
+    try:
+        return cast(found[-1]) if found else None
+    except ValueError:
+        return None
+
+
+@rule(id="VLLM011", name="vllm-share-holds-the-engine", severity="error", auto_fix=True,
+      reads=("plan.vllm_mode", "plan.vllm_mem_fraction", "plan.vllm_gpus", "plan.seq_len", "model.params",
+             "target.gpu_memory_bytes", "files.trl_args.vllm_tensor_parallel_size",
+             "files.trl_args.vllm_max_model_length", "files.launch_sh"))
+def vllm_share_holds_engine(ctx: Context) -> Result:
+    """vLLM's share of a GPU must hold its weights, its start-up profile and the KV cache of one full-length
+    request, or the engine does not start.
+
+    ## Why
+    vLLM takes `gpu_memory_utilization` x the GPU's memory, loads the weights, runs a profile forward, and gives
+    what is left to the KV cache; when that is not positive, or smaller than one request of max_model_len tokens,
+    it raises "No available memory for the cache blocks" or "To serve at least one request with the models's max
+    seq len ..." (vllm/v1/core/kv_cache_utils.py). GRPOConfig's colocate default of 0.3 holds an 8B model's 15 GiB
+    of bf16 weights on an 80 GiB GPU (24 GiB) but not on a 48 GiB one (14.4 GiB); a 70B server needs its weights
+    split over enough GPUs. The estimate is advisor.model.vllm_memory.engine_need (weights / TP, the profile's
+    activations at TRL's max_num_batched_tokens, memory outside PyTorch, one request's KV cache).
+
+    ## Fix
+    Colocate: raise `--vllm-mem-fraction` to the share the finding gives (training must still fit beside it, rule
+    MEM005), or use `--vllm server`. Server: give it more GPUs (`--vllm-gpus`), which tensor parallelism splits the
+    weights over.
+
+    ## Example
+    Llama-3.1-8B colocated on one L40S (45 GiB) with fraction 0.3 (13.5 GiB) fails: the engine needs 15.7 GiB; 0.4
+    passes. Llama-3.1-70B on a one-GPU H100 server (72 GiB at 0.9) fails; two GPUs (tensor parallel 2) pass.
+
+    ## References
+    - https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/core/kv_cache_utils.py
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/generation/vllm_generation.py
+    - https://github.com/vllm-project/vllm/pull/10511
+    """
+    from advisor.model.vllm_memory import SERVER_MEM_FRACTION, engine_need, gib, server_parallelism
+
+    p = ctx.plan
+    if p.vllm_mode not in ("colocate", "server") or p.trainer not in ("grpo", "rloo"):
+        return na("no vLLM engine")
+    total = int(ctx.target.gpu_memory_bytes)
+    if p.vllm_mode == "colocate":
+        tp = as_int(ctx.arg("vllm_tensor_parallel_size")) or 1
+        length = as_int(ctx.arg("vllm_max_model_length")) or p.seq_len
+        share = float(p.vllm_mem_fraction)
+    else:
+        tp = _launch_value(ctx, _TP_FLAG, int) or server_parallelism(p, ctx.model, ctx.target)[0]
+        length = _launch_value(ctx, _LEN_FLAG, int) or p.seq_len
+        share = _launch_value(ctx, _MEM_FLAG, float) or SERVER_MEM_FRACTION
+    need = engine_need(ctx.model, p, ctx.target, tensor_parallel=tp, max_model_len=length)
+    has = int(share * total)
+    if has >= need.floor:
+        return ok(f"vLLM's {share:g} x {gib(total)} = {gib(has)} holds its {gib(need.floor)} ({need.describe()})")
+    told = (f"vLLM's share {share:g} x {gib(total)} = {gib(has)} cannot hold {gib(need.floor)}: {need.describe()} "
+            f"({length} tokens, tensor parallel {tp}); it does not start")
+    if p.vllm_mode == "colocate":
+        wanted = math.ceil(need.with_tokens(max(1, p.num_generations) * p.seq_len) / total / 0.05) * 0.05
+        if wanted < 0.95:
+            fraction = round(wanted, 2)
+            return fail(told, f"use --vllm-mem-fraction {fraction} (training must still fit beside it), or --vllm "
+                        "server", {"vllm_mem_fraction": fraction})
+        return fail(told, "use --vllm server on GPUs of its own: one GPU cannot hold both", {
+            "vllm_mode": "server", "vllm_gpus": 1, "vllm_mem_fraction": 0.0})
+    for gpus in range(p.vllm_gpus + 1, p.gpus_per_node):
+        bigger = p.with_(vllm_gpus=gpus)
+        btp = server_parallelism(bigger, ctx.model, ctx.target)[0]
+        if btp > tp and int(share * total) >= engine_need(ctx.model, bigger, ctx.target, tensor_parallel=btp,
+                                                          max_model_len=length).floor:
+            return fail(told, f"give the server {gpus} GPUs (--vllm-gpus {gpus}: tensor parallel {btp})",
+                        {"vllm_gpus": gpus})
+    return fail(told, "no server of fewer GPUs than a node holds it: train a smaller model, or quantize the served "
+                "one")
+
+
 RULES = (vllm_needs_generating_trainer, vllm_server_dedicated_gpus, vllm_colocate_tp, vllm_max_model_length,
          vllm_needs_zero3_gather, zero3_gather_off_without_vllm, vllm_serve_dense_data_parallel,
-         trl_vllm_serve_deprecated, vllm_server_tp_fits, vllm_server_serves_trained_model)
+         trl_vllm_serve_deprecated, vllm_server_tp_fits, vllm_server_serves_trained_model,
+         vllm_share_holds_engine)

@@ -27,6 +27,8 @@ from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
 from advisor.model.padded_data import padded_data_memory
+from advisor.model.vllm_memory import SERVER_MEM_FRACTION, engine_need, server_parallelism
+from advisor.resolve import DEFAULT_VLLM_MEM_FRACTION
 from advisor.resolve.attention import SDPA_UNSUPPORTED, choose_attention, flash_obstacles
 from advisor.search.candidates import LIGER_MODEL_TYPES
 
@@ -80,7 +82,6 @@ RANDOM_INIT_MODEL_TYPE = {"gemma3": "gemma3_text"}
 VLLM_HOST = "127.0.0.1"
 """Only the main training process talks to the server (trl/generation/vllm_client.py), and it runs on node 0."""
 VLLM_PORT = 8000  # GRPOConfig.vllm_server_port default, and vLLM's
-VLLM_SERVER_MEM_FRACTION = 0.9  # `trl vllm-serve --gpu_memory_utilization` default: the server's GPUs do nothing else
 VLLM_STARTUP_TIMEOUT_S = 900  # first start downloads and compiles (CUDA graphs): minutes for 70B-class models
 VLLM_HEALTH_POLL_S = 2  # seconds between /health probes: VLLMClient.check_server's own retry_interval (2.0)
 VLLM_SCALE_OUT_SINCE = "0.30.0"  # trl/scripts/vllm_serve.py adds --enable-scale-out from this vLLM release
@@ -535,20 +536,8 @@ def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | No
     # The trainer takes the first GPUs, vLLM the last: disjoint by construction (TRL requires separate GPUs).
     train_ids = ",".join(str(i) for i in range(train))
     vllm_ids = ",".join(str(i) for i in range(train, plan.gpus_per_node))
-    if not model.is_moe:
-        # Dense models: vLLM >= 0.14 rejects --data-parallel-size > 1 (rule VLLM007, TRL's vLLM guide), so every
-        # server GPU joins one tensor-parallel group; TP must divide the attention heads.
-        tp = max(d for d in range(1, plan.vllm_gpus + 1) if plan.vllm_gpus % d == 0 and model.heads % d == 0)
-        return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp, data_parallel=1, **common)
-    # MoE models: tensor parallelism only as far as needed (the bf16 weights should take at most half of a GPU, the
-    # rest is KV cache); replicas (data parallel, with expert parallelism) scale generation better (vLLM docs).
-    weights = 2 * model.params
-    tp = 1
-    while (tp < plan.vllm_gpus and weights / tp > 0.5 * target.gpu_memory_bytes and plan.vllm_gpus % (2 * tp) == 0
-           and model.heads % (2 * tp) == 0):
-        tp *= 2
-    return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp,
-                      data_parallel=plan.vllm_gpus // tp, **common)
+    tp, dp = server_parallelism(plan, model, target)
+    return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp, data_parallel=dp, **common)
 
 
 def trainer_beta(plan: Plan) -> float | None:
@@ -582,6 +571,16 @@ _PIN_FLAGS: dict[str, tuple[str, str]] = {
     "teacher": ("teacher", "--teacher"),
 }
 _BOOL_FLAGS = {"grad_ckpt": "--no-grad-ckpt", "liger": "--no-liger", "packing": "--no-packing"}
+
+
+def _colocate_share_reason(plan: Plan, model: ModelSpec, target: Target, request: Request | None) -> str:
+    if plan.vllm_mode != "colocate":
+        return "unused: vLLM does not share the training GPUs"
+    if plan.vllm_mem_fraction <= DEFAULT_VLLM_MEM_FRACTION or (request is not None and request.vllm_mem_fraction):
+        return "fraction of each GPU vLLM reserves next to training (GRPOConfig default 0.3)"
+    need = engine_need(model, plan, target)
+    return (f"raised from GRPOConfig's {DEFAULT_VLLM_MEM_FRACTION} ({DEFAULT_VLLM_MEM_FRACTION * target.gpu_memory_bytes / GIB:.1f} GiB): the engine needs "
+            f"{need.describe()}, and the KV cache of a group of {plan.num_generations} completions")
 
 
 def _ref_model_reason(plan: Plan) -> str:
@@ -659,8 +658,7 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
                                "unused: this trainer does not sample"),
         "vllm_mode": searched if generating else "unused: this trainer does not sample",
         "vllm_gpus": searched if plan.vllm_mode == "server" else "0: no separate vLLM server",
-        "vllm_mem_fraction": ("fraction of each GPU vLLM reserves next to training (GRPOConfig default 0.3)"
-                              if plan.vllm_mode == "colocate" else "unused: vLLM does not share the training GPUs"),
+        "vllm_mem_fraction": _colocate_share_reason(plan, model, target, request),
         "ref_model": _ref_model_reason(plan),
         "teacher": ("the model distilled into the student (--teacher), same vocabulary" if plan.trainer == "gkd" else
                     "unused: only GKD has a teacher"),
@@ -925,7 +923,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "nop2p": target.intra_node_link == "pcie-nop2p" and plan.num_processes > 1,
         "vllm_host": VLLM_HOST,
         "vllm_port": VLLM_PORT,
-        "vllm_server_mem": VLLM_SERVER_MEM_FRACTION,
+        "vllm_server_mem": SERVER_MEM_FRACTION,
         "vllm_timeout": VLLM_STARTUP_TIMEOUT_S,
         "vllm_poll": VLLM_HEALTH_POLL_S,
         "stop_timeout": STOP_TIMEOUT_S,

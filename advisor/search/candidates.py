@@ -12,6 +12,7 @@ from advisor.core.plan import Plan
 from advisor.core.request import Request
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
+from advisor.model.vllm_memory import colocate_fraction
 from advisor.resolve import (
     DEFAULT_LORA_R,
     DEFAULT_MAX_COMPLETION,
@@ -173,7 +174,7 @@ def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
             if req.unsloth and backend == "fsdp2":
                 continue  # Unsloth's FSDP2 needs its own wrap (UNSLOTH_FSDP2=1, rule CMP003): DeepSpeed or DDP here
             for ref in reference_options(req, method):
-                out.append(Plan(
+                out.append(_colocate_share(req, model, target, Plan(
                     trainer=req.trainer, method=method, lora_r=lora_r, lora_alpha=2 * lora_r, backend=backend,
                     zero_stage=stage, offload=offload, offload_device=req.offload_device or "cpu", precision=precision,
                     seq_len=seq, micro_batch=req.micro_batch or 1, grad_accum=req.grad_accum or 1, grad_ckpt=ckpt,
@@ -186,8 +187,17 @@ def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
                     vllm_mode=vmode, vllm_gpus=vgpus,
                     vllm_mem_fraction=(req.vllm_mem_fraction or DEFAULT_VLLM_MEM_FRACTION) if vmode == "colocate" else 0.0,
                     ref_model=ref, teacher=teacher, teacher_params=teacher_params,
-                    trust_remote_code=req.trust_remote_code))
+                    trust_remote_code=req.trust_remote_code)))
     return out
+
+
+def _colocate_share(req: Request, model: ModelSpec, target: Target, plan: Plan) -> Plan:
+    """A colocated engine's share of the GPU: the one pinned, else GRPOConfig's default raised where it cannot hold
+    the engine (advisor.model.vllm_memory.colocate_fraction; below its floor vLLM does not start, rule VLLM011)."""
+    if plan.vllm_mode != "colocate" or req.vllm_mem_fraction:
+        return plan
+    share = colocate_fraction(model, plan, target, DEFAULT_VLLM_MEM_FRACTION)
+    return plan if share == plan.vllm_mem_fraction else plan.with_(vllm_mem_fraction=share)
 
 
 def _accumulation(plan: Plan, micro: int, global_batch: int | None, pinned_accum: int | None) -> int:
