@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.catalog import resolve_gpu, resolve_model
+from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration as MC
@@ -2437,6 +2438,9 @@ def _err_alloc_of(rows: list[Evaluated], name: str) -> float | None:
 
 
 DECODE_OPS = "bench/results/decode-ops-cpu-2026-12-05.json"
+DECODE_PROFILE_PADDED = "bench/results/decode-probe-h100-2026-12-05.json"
+"""`python -m bench.decode_probe --padded both` on one H100 (transformers 5.17): profiled decode steps, padded and
+not, of the same batches."""
 """bench/decode_ops.py: the kernels of one decode step of generate, unpadded and padded, counted on the CPU."""
 
 
@@ -2456,7 +2460,29 @@ def _padded_decode_text(root: Path = REPO) -> str:
             f"{'.'.join(map(str, S.PACK_GQA_SINCE))} a GQA model's masked decode step also copies K and V to every "
             "query head (repeat_kv). Both are terms of the estimate for padded batches "
             "(advisor.model.speed.decode_padding_kernels, decode_kv_passes); the rows here are predicted as they ran, "
-            "unpadded.")
+            "unpadded." + _padded_profile_text(root))
+
+
+def _padded_profile_text(root: Path) -> str:
+    """The padding term against the kernels a padded batch added to profiled decode steps on a GPU."""
+    data = json.loads((root / DECODE_PROFILE_PADDED).read_text(encoding="utf-8"))
+    version = data["versions"]["transformers"]
+    target = Target(gpu=resolve_gpu("H100-80GB"), gpus_per_node=1, nodes=1, software={"transformers": version})
+    rows = {(r["model"], r["batch"], r["padded"]): r for r in data["rows"]}
+    parts = []
+    for (model, batch, padded), r in sorted(rows.items()):
+        plain = rows.get((model, batch, False))
+        if not padded or plain is None:
+            continue
+        plan = Plan(trainer="grpo", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
+                    offload_device="cpu", precision="bf16", seq_len=r["prompt"] + 256, micro_batch=batch,
+                    grad_accum=1, grad_ckpt=False, liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1,
+                    num_processes=1, nodes=1, gpus_per_node=1, num_generations=8, max_completion_len=256)
+        counted = S.decode_padding_kernels(MD.dims(resolve_model(model)), plan, target)
+        parts.append(f"{model} x {batch}: +{r['kernels_per_decode_step'] - plain['kernels_per_decode_step']:g} "
+                     f"kernels (term: +{counted}), step {plain['decode_step_ms']:.1f} -> {r['decode_step_ms']:.1f} ms")
+    return (f" Profiled on one {data['gpu']} (transformers {version}, {DECODE_PROFILE_PADDED}), a padded batch added "
+            "to a decode step: " + "; ".join(parts) + ".")
 
 
 def _generation_terms_text(rows: list[Evaluated], verify: list[Evaluated]) -> str:

@@ -199,3 +199,22 @@ def test_padding_adds_decode_launches_only_to_padded_sdpa_generation():
     with MA.fixed_length_batches():
         fixed, _ = S.generation_seconds(d, model, plan, H200, Precision.of(plan))
     assert padded > fixed
+
+
+def test_the_padding_term_is_what_the_h100_profile_of_generate_adds():
+    """bench/results/decode-probe-h100-2026-12-05.json (transformers 5.17, one H100, `python -m bench.decode_probe
+    --padded both`): the kernels a padded batch adds to a profiled decode step of Llama-3.2-1B (+93) and Qwen3-0.6B
+    (+153), GQA models that still repeat K and V before 5.23, are the term's count within 5 %."""
+    from advisor.model import speed as S
+
+    data = json.loads((REPO / "bench/results/decode-probe-h100-2026-12-05.json").read_text(encoding="utf-8"))
+    assert data["versions"]["transformers"].startswith("5.17")
+    target = Target(gpu=resolve_gpu("H100-80GB"), gpus_per_node=1, nodes=1,
+                    software={"transformers": data["versions"]["transformers"]})
+    kernels = {(r["model"], r["batch"], r["padded"]): r["kernels_per_decode_step"] for r in data["rows"]}
+    pairs = [(m, b) for (m, b, padded) in kernels if padded and (m, b, False) in kernels]
+    assert len(pairs) >= 3
+    for model, batch in pairs:
+        added = kernels[(model, batch, True)] - kernels[(model, batch, False)]
+        predicted = S.decode_padding_kernels(dims(resolve_model(model)), _plan(micro_batch=batch), target)
+        assert abs(predicted / added - 1) < 0.05, (model, batch, predicted, added)
