@@ -2438,9 +2438,10 @@ def _err_alloc_of(rows: list[Evaluated], name: str) -> float | None:
 
 
 DECODE_OPS = "bench/results/decode-ops-cpu-2026-12-05.json"
-DECODE_PROFILE_PADDED = "bench/results/decode-probe-h100-2026-12-05.json"
-"""`python -m bench.decode_probe --padded both` on one H100 (transformers 5.17): profiled decode steps, padded and
-not, of the same batches."""
+DECODE_PROFILE_PADDED = ("bench/results/decode-probe-h100-2026-12-05.json",
+                         "bench/results/decode-probe-h100-2026-12-05-qwen25.json")
+"""`python -m bench.decode_probe --padded both` on one H100 (transformers 5.17), two sessions: profiled decode steps,
+padded and not, of the same batches."""
 """bench/decode_ops.py: the kernels of one decode step of generate, unpadded and padded, counted on the CPU."""
 
 
@@ -2465,24 +2466,30 @@ def _padded_decode_text(root: Path = REPO) -> str:
 
 def _padded_profile_text(root: Path) -> str:
     """The padding term against the kernels a padded batch added to profiled decode steps on a GPU."""
-    data = json.loads((root / DECODE_PROFILE_PADDED).read_text(encoding="utf-8"))
-    version = data["versions"]["transformers"]
-    target = Target(gpu=resolve_gpu("H100-80GB"), gpus_per_node=1, nodes=1, software={"transformers": version})
-    rows = {(r["model"], r["batch"], r["padded"]): r for r in data["rows"]}
+    files = [json.loads((root / f).read_text(encoding="utf-8")) for f in DECODE_PROFILE_PADDED]
     parts = []
-    for (model, batch, padded), r in sorted(rows.items()):
-        plain = rows.get((model, batch, False))
-        if not padded or plain is None:
-            continue
-        plan = Plan(trainer="grpo", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
-                    offload_device="cpu", precision="bf16", seq_len=r["prompt"] + 256, micro_batch=batch,
-                    grad_accum=1, grad_ckpt=False, liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1,
-                    num_processes=1, nodes=1, gpus_per_node=1, num_generations=8, max_completion_len=256)
-        counted = S.decode_padding_kernels(MD.dims(resolve_model(model)), plan, target)
-        parts.append(f"{model} x {batch}: +{r['kernels_per_decode_step'] - plain['kernels_per_decode_step']:g} "
-                     f"kernels (term: +{counted}), step {plain['decode_step_ms']:.1f} -> {r['decode_step_ms']:.1f} ms")
-    return (f" Profiled on one {data['gpu']} (transformers {version}, {DECODE_PROFILE_PADDED}), a padded batch added "
-            "to a decode step: " + "; ".join(parts) + ".")
+    for data in files:
+        target = Target(gpu=resolve_gpu("H100-80GB"), gpus_per_node=1, nodes=1,
+                        software={"transformers": data["versions"]["transformers"]})
+        rows = {(r["model"], r["batch"], r["padded"]): r for r in data["rows"]}
+        for (model, batch, padded), r in sorted(rows.items()):
+            plain = rows.get((model, batch, False))
+            if not padded or plain is None:
+                continue
+            plan = Plan(trainer="grpo", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
+                        offload_device="cpu", precision="bf16", seq_len=r["prompt"] + 256, micro_batch=batch,
+                        grad_accum=1, grad_ckpt=False, liger=False, attn="sdpa", packing=False, sp_size=1,
+                        cp_size=1, num_processes=1, nodes=1, gpus_per_node=1, num_generations=8,
+                        max_completion_len=256)
+            counted = S.decode_padding_kernels(MD.dims(resolve_model(model)), plan, target)
+            parts.append(f"{model} x {batch}: {plain['kernels_per_decode_step']:g} -> "
+                         f"{r['kernels_per_decode_step']:g} kernels "
+                         f"(+{r['kernels_per_decode_step'] - plain['kernels_per_decode_step']:g}; term: +{counted}), "
+                         f"step {plain['decode_step_ms']:.1f} -> {r['decode_step_ms']:.1f} ms")
+    versions = sorted({d["versions"]["transformers"] for d in files})
+    gpus = sorted({d["gpu"] for d in files})
+    return (f" Profiled on {', '.join(gpus)} (transformers {', '.join(versions)}; "
+            f"{', '.join(DECODE_PROFILE_PADDED)}), a padded batch changed a decode step: " + "; ".join(parts) + ".")
 
 
 def _generation_terms_text(rows: list[Evaluated], verify: list[Evaluated]) -> str:
