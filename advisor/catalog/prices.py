@@ -23,6 +23,9 @@ else:  # pragma: no cover - Python 3.10
 
 PRICES_FILE = "prices.toml"
 
+MIN_USD_PER_GPU_HOUR = 0.01
+"""One cent: costs are shown to the cent, so a cheaper price shows every option at $0.00 and ranks nothing (a value
+such as 1e-300 is a typo, not a price)."""
 MAX_USD_PER_GPU_HOUR = 1000.0
 """Far above any listed price (prices.toml's dearest row is a B200 at $6.79; a hyperscaler H100 lists near $12 per
 GPU-hour): a larger value is a typo, and it keeps every cost a finite number."""
@@ -70,8 +73,9 @@ class GpuPrice:
 def _usd(value, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise CatalogError(f"{where}: expected a number of US dollars, got {value!r:.40}", hint=_REINSTALL)
-    if not 0 < value <= MAX_USD_PER_GPU_HOUR:
-        raise CatalogError(f"{where}: {value} is outside (0, {MAX_USD_PER_GPU_HOUR:g}] USD per GPU-hour",
+    if not MIN_USD_PER_GPU_HOUR <= value <= MAX_USD_PER_GPU_HOUR:
+        raise CatalogError(f"{where}: {value} is outside [{MIN_USD_PER_GPU_HOUR:g}, {MAX_USD_PER_GPU_HOUR:g}] USD per "
+                           "GPU-hour",
                            hint=_REINSTALL)
     return float(value)
 
@@ -148,10 +152,12 @@ def parse_price_flag(text: str) -> tuple[str, float]:
 
 
 def price_override(name: str, usd: float) -> GpuPrice:
-    """A user's price for a catalogue GPU (any name `--gpu` takes), in (0, MAX_USD_PER_GPU_HOUR] per GPU-hour."""
+    """A user's price for a catalogue GPU (any name `--gpu` takes), in [MIN_USD_PER_GPU_HOUR, MAX_USD_PER_GPU_HOUR]
+    per GPU-hour."""
     gpu = resolve_gpu(name)
     if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) \
-            or not 0 < usd <= MAX_USD_PER_GPU_HOUR:
-        raise AdvisorError(f"--price {gpu.id}: {usd!r:.20} is outside (0, {MAX_USD_PER_GPU_HOUR:g}] USD per GPU-hour",
+            or not MIN_USD_PER_GPU_HOUR <= usd <= MAX_USD_PER_GPU_HOUR:
+        raise AdvisorError(f"--price {gpu.id}: {usd!r:.20} is outside [{MIN_USD_PER_GPU_HOUR:g}, "
+                           f"{MAX_USD_PER_GPU_HOUR:g}] USD per GPU-hour",
                            hint="give the price of one GPU for one hour, for example --price H100=2.49")
     return GpuPrice(gpu=gpu.id, usd_per_gpu_hour=float(usd), provider="you", offer="--price", source="--price")

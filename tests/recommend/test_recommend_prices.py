@@ -12,6 +12,7 @@ from advisor.catalog import all_gpus
 from advisor.catalog.lookup import CatalogError
 from advisor.catalog.prices import (
     MAX_USD_PER_GPU_HOUR,
+    MIN_USD_PER_GPU_HOUR,
     parse_price_flag,
     parse_prices,
     price_override,
@@ -61,6 +62,7 @@ def test_a_good_row_parses():
     ('source = "https://example.org/prices.json"\n', "", "source: missing"),
     ("https://example.org/prices.json", "http://example.org/prices.json", "https:// URL"),
     ("usd_per_gpu_hour = 3.99", "usd_per_gpu_hour = 0", "outside"),
+    ("usd_per_gpu_hour = 3.99", "usd_per_gpu_hour = 1e-300", "outside"),
     ("usd_per_gpu_hour = 3.99", "usd_per_gpu_hour = 5000.0", "outside"),
     ("usd_per_gpu_hour = 3.99", 'usd_per_gpu_hour = "3.99"', "number"),
     ("usd_per_gpu_hour = 3.99", "usd_per_gpu_hour = nan", "number"),
@@ -79,7 +81,7 @@ def test_a_damaged_row_is_refused_naming_the_field(old, new, problem):
 def test_a_price_override_takes_any_gpu_name_and_checks_the_value():
     p = price_override("h100", 2.5)
     assert (p.gpu, p.usd_per_gpu_hour, p.from_user, p.label()) == ("H100-80GB", 2.5, True, "--price")
-    for bad in (0, -1, math.nan, math.inf, MAX_USD_PER_GPU_HOUR * 2):
+    for bad in (0, 1e-300, MIN_USD_PER_GPU_HOUR / 2, -1, math.nan, math.inf, MAX_USD_PER_GPU_HOUR * 2):
         with pytest.raises(AdvisorError):
             price_override("H100", bad)
     with pytest.raises(AdvisorError, match="unknown GPU"):
