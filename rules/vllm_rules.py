@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from rules.common import NO_FILES, as_int, divisors, join, truthy, uses_zero3
+from rules.common import NO_FILES, as_int, divisors, gib, join, truthy, uses_zero3
 from rules.model import Context, Result, fail, na, ok
 from rules.registry import rule
 
@@ -394,7 +394,7 @@ def vllm_share_holds_engine(ctx: Context) -> Result:
     - https://github.com/huggingface/trl/blob/v1.16.0/trl/generation/vllm_generation.py
     - https://github.com/vllm-project/vllm/pull/10511
     """
-    from advisor.model.vllm_memory import SERVER_MEM_FRACTION, engine_need, gib, server_parallelism
+    from advisor.model.vllm_memory import SERVER_MEM_FRACTION, engine_need, server_parallelism
 
     p = ctx.plan
     if p.vllm_mode not in ("colocate", "server") or p.trainer not in ("grpo", "rloo"):

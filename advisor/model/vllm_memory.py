@@ -70,11 +70,11 @@ class VllmNeed:
         return self.weights + self.activations + self.non_torch + max(self.kv_one_request, tokens * self.kv_per_token)
 
     def describe(self) -> str:
-        return (f"weights {gib(self.weights)}, start-up profile {gib(self.activations)}, outside PyTorch "
-                f"{gib(self.non_torch)}, KV cache of one {gib(self.kv_one_request)} request")
+        return (f"weights {_gib(self.weights)}, start-up profile {_gib(self.activations)}, outside PyTorch "
+                f"{_gib(self.non_torch)}, KV cache of one {_gib(self.kv_one_request)} request")
 
 
-def gib(n: int | float) -> str:
+def _gib(n: int | float) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
