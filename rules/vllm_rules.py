@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import re
 
+from advisor.model.vllm_memory import (
+    MAX_COLOCATE_FRACTION,
+    SERVER_MEM_FRACTION,
+    engine_need,
+    server_parallelism,
+    share_for,
+)
 from rules.common import NO_FILES, as_int, divisors, gib, join, truthy, uses_zero3
 from rules.model import Context, Result, fail, na, ok
 from rules.registry import rule
@@ -394,8 +400,6 @@ def vllm_share_holds_engine(ctx: Context) -> Result:
     - https://github.com/huggingface/trl/blob/v1.16.0/trl/generation/vllm_generation.py
     - https://github.com/vllm-project/vllm/pull/10511
     """
-    from advisor.model.vllm_memory import SERVER_MEM_FRACTION, engine_need, server_parallelism
-
     p = ctx.plan
     if p.vllm_mode not in ("colocate", "server") or p.trainer not in ("grpo", "rloo"):
         return na("no vLLM engine")
@@ -415,9 +419,8 @@ def vllm_share_holds_engine(ctx: Context) -> Result:
     told = (f"vLLM's share {share:g} x {gib(total)} = {gib(has)} cannot hold {gib(need.floor)}: {need.describe()} "
             f"({length} tokens, tensor parallel {tp}); it does not start")
     if p.vllm_mode == "colocate":
-        wanted = math.ceil(need.with_tokens(max(1, p.num_generations) * p.seq_len) / total / 0.05) * 0.05
-        if wanted < 0.95:
-            fraction = round(wanted, 2)
+        fraction = share_for(need, max(1, p.num_generations) * p.seq_len, total)
+        if fraction <= MAX_COLOCATE_FRACTION:
             return fail(told, f"use --vllm-mem-fraction {fraction} (training must still fit beside it), or --vllm "
                         "server", {"vllm_mem_fraction": fraction})
         return fail(told, "use --vllm server on GPUs of its own: one GPU cannot hold both", {

@@ -139,13 +139,15 @@ MAX_COLOCATE_FRACTION = 0.95
 """The largest colocate share the planner sets; what needs more cannot colocate (rule VLLM011 says so)."""
 
 
+def share_for(need: VllmNeed, tokens: int, gpu_bytes: int) -> float:
+    """The smallest share, in steps of FRACTION_STEP, that holds `need` and caches `tokens` tokens at once."""
+    return round(math.ceil(round(need.with_tokens(tokens) / gpu_bytes / FRACTION_STEP, 6)) * FRACTION_STEP, 2)
+
+
 def colocate_fraction(model: ModelSpec, plan: Plan, target: Target, default: float) -> float:
     """The colocated engine's share the planner sets when none is pinned: GRPOConfig's default, raised (in steps of
     FRACTION_STEP) where it cannot hold the engine's weights, profile and the KV cache of one group of
     num_generations completions (a share below engine_need's floor does not start at all)."""
-    need = engine_need(model, plan, target)
     group = max(1, plan.num_generations) * plan.seq_len
-    wanted = need.with_tokens(group) / target.gpu_memory_bytes
-    if wanted <= default:
-        return default
-    return min(MAX_COLOCATE_FRACTION, round(math.ceil(round(wanted / FRACTION_STEP, 6)) * FRACTION_STEP, 2))
+    wanted = share_for(engine_need(model, plan, target), group, target.gpu_memory_bytes)
+    return default if wanted <= default else min(MAX_COLOCATE_FRACTION, wanted)
