@@ -411,7 +411,11 @@ def vllm_share_holds_engine(ctx: Context) -> Result:
     else:
         tp = _launch_value(ctx, _TP_FLAG, int) or server_parallelism(p, ctx.model, ctx.target)[0]
         length = _launch_value(ctx, _LEN_FLAG, int) or p.seq_len
-        share = _launch_value(ctx, _MEM_FLAG, float) or SERVER_MEM_FRACTION
+        given = _launch_value(ctx, _MEM_FLAG, float)  # 0 is a value given (and fails), not a default
+        share = SERVER_MEM_FRACTION if given is None else given
+    if not 0.0 <= share <= 1.0:  # vLLM refuses it (CacheConfig: gpu_memory_utilization <= 1)
+        return fail(f"vLLM's gpu_memory_utilization {share:g} is not a share of the GPU (0 to 1)",
+                    f"use at most {SERVER_MEM_FRACTION} (`vllm serve --gpu-memory-utilization`)")
     need = engine_need(ctx.model, p, ctx.target, tensor_parallel=tp, max_model_len=length)
     has = int(share * total)
     if has >= need.floor:

@@ -573,14 +573,16 @@ _PIN_FLAGS: dict[str, tuple[str, str]] = {
 _BOOL_FLAGS = {"grad_ckpt": "--no-grad-ckpt", "liger": "--no-liger", "packing": "--no-packing"}
 
 
-def _colocate_share_reason(plan: Plan, model: ModelSpec, target: Target, request: Request | None) -> str:
+def _colocate_share_reason(plan: Plan, model: ModelSpec, target: Target) -> str:
+    """Why the colocated engine has its share (a user pin is said by `reasons` itself)."""
     if plan.vllm_mode != "colocate":
         return "unused: vLLM does not share the training GPUs"
-    if plan.vllm_mem_fraction <= DEFAULT_VLLM_MEM_FRACTION or (request is not None and request.vllm_mem_fraction):
-        return "fraction of each GPU vLLM reserves next to training (GRPOConfig default 0.3)"
-    need = engine_need(model, plan, target)
-    return (f"raised from GRPOConfig's {DEFAULT_VLLM_MEM_FRACTION} ({DEFAULT_VLLM_MEM_FRACTION * target.gpu_memory_bytes / GIB:.1f} GiB): the engine needs "
-            f"{need.describe()}, and the KV cache of a group of {plan.num_generations} completions")
+    default = DEFAULT_VLLM_MEM_FRACTION
+    if plan.vllm_mem_fraction <= default:
+        return f"fraction of each GPU vLLM reserves next to training (GRPOConfig default {default})"
+    return (f"raised from GRPOConfig's {default} ({default * target.gpu_memory_bytes / GIB:.1f} GiB): the engine "
+            f"needs {engine_need(model, plan, target).describe()}, and the KV cache of a group of "
+            f"{plan.num_generations} completions")
 
 
 def _ref_model_reason(plan: Plan) -> str:
@@ -658,7 +660,7 @@ def reasons(plan: Plan, model: ModelSpec, target: Target, result: dict, request:
                                "unused: this trainer does not sample"),
         "vllm_mode": searched if generating else "unused: this trainer does not sample",
         "vllm_gpus": searched if plan.vllm_mode == "server" else "0: no separate vLLM server",
-        "vllm_mem_fraction": _colocate_share_reason(plan, model, target, request),
+        "vllm_mem_fraction": _colocate_share_reason(plan, model, target),
         "ref_model": _ref_model_reason(plan),
         "teacher": ("the model distilled into the student (--teacher), same vocabulary" if plan.trainer == "gkd" else
                     "unused: only GKD has a teacher"),
