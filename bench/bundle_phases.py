@@ -28,7 +28,11 @@ import runpy
 import sys
 import time
 
-TIMED_TRAINER_METHODS = ("get_batch_samples", "compute_loss", "_maybe_log_save_evaluate")
+TIMED_TRAINER_METHODS = ("get_batch_samples", "compute_loss", "_maybe_log_save_evaluate",
+                         # GRPO/RLOO's generation phase (TRL 1.16 grpo_trainer.py / rloo_trainer.py): the whole
+                         # phase, the generate call with its prompt padding, the rewards, the log-prob passes
+                         "_generate_and_score_completions", "_generate", "_calculate_rewards",
+                         "_get_per_token_logps_and_entropies")
 TIMED_ENGINE_METHODS = ("backward", "step")
 TOP = 40
 
@@ -174,6 +178,30 @@ def main() -> int:
             os.replace(tmp, out_path)
 
     transformers.Trainer.train = train
+    generate = transformers.GenerationMixin.generate
+
+    def timed_generate(self, *args, **kwargs):
+        # transformers' generate alone, with the tokens it added: its time over them is the decode step the model's
+        # generation term predicts (the prefill's share is one forward of the prompts)
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = generate(self, *args, **kwargs)
+        if cuda:
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        seqs = getattr(out, "sequences", out)
+        if ids is not None and hasattr(seqs, "shape"):
+            record.setdefault("generate_calls", []).append(
+                {"seconds": round(t1 - t0, 6), "batch": int(seqs.shape[0]), "prompt_tokens": int(ids.shape[1]),
+                 "new_tokens": int(seqs.shape[1] - ids.shape[1]),
+                 "padded_prompts": bool(kwargs.get("attention_mask") is not None
+                                        and not bool(kwargs["attention_mask"].all()))})
+        events.append(("generate", t0, t1))
+        return out
+
+    transformers.GenerationMixin.generate = timed_generate
     runpy.run_path(train_py, run_name="__main__")
     return 0
 

@@ -82,3 +82,38 @@ def test_a_generated_bundle_runs_through_it_on_the_cpu(tmp_path):
     kinds = {p["kind"]: p for p in doc["profiles"]}
     assert kinds["cprofile"]["top"] and kinds["torch"]["ops"]
     assert doc["versions"]["trl"] and doc["host_probe"]["before"]["python_call_us"] > 0
+
+
+@pytest.mark.train
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="needs the [train] extra (trl, torch)")
+def test_a_grpo_bundle_records_its_generation_phase_and_each_generate_call(tmp_path):
+    """GRPO's step is mostly transformers' generate: the run records each call (its seconds, batch, prompt width and
+    the tokens it added) and folds TRL's generation-phase methods into the step's window, so a bundle's decode step
+    can be set beside the model's."""
+    bundle = tmp_path / "bundle"
+    gen = subprocess.run([sys.executable, "-m", "advisor", "generate", "--model", "llama-3.2-1b", "--gpu", "H100-80GB",
+                          "--gpus", "1", "--trainer", "grpo", "--vllm", "none", "--seq-len", "96",
+                          "--max-completion-len", "16", "--num-generations", "4", "--micro-batch", "8",
+                          "--grad-accum", "1", "--out", str(bundle)],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr[-2000:]
+    tiny = {"num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 512}
+    out = tmp_path / "phases.json"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               CUDA_VISIBLE_DEVICES="", HF_HOME=str(tmp_path / "hf"), BUNDLE_PHASES_OUT=str(out),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "bundle_phases.py"), "train.py", "--cpu",
+                           "--max-steps", "2", "--no-save", "--random-init", "--synthetic-data",
+                           "--config-overrides", json.dumps(tiny)],
+                          cwd=bundle, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    calls = doc["generate_calls"]
+    assert len(calls) == 2  # one generation round per optimizer step (steps_per_generation = grad_accum)
+    for c in calls:
+        assert c["batch"] == 8 and 1 <= c["new_tokens"] <= 16 and c["prompt_tokens"] <= 96 - 16 and c["seconds"] > 0
+    for it in doc["iterations"]:
+        assert it["generate_calls"] == it["_generate_and_score_completions_calls"] == 1
+        # the generate call runs inside TRL's generation phase, which runs inside the step
+        assert it["generate_s"] <= it["_generate_s"] <= it["_generate_and_score_completions_s"] <= it["iter_s"]

@@ -73,6 +73,27 @@ def test_every_measured_row_is_in_the_report(report):
     assert {e.run.split for e in report.verify_rows} == {"verify"}
 
 
+def test_later_verify_runs_are_one_run_per_case_and_gpu_kind_each_predicted_on_its_gpu(report):
+    later = {e.run.name: e for e in report.later_verify_rows}
+    # a case run on the H200 and, planned for it, on the H100 is two runs, named by their GPU
+    assert {"new-grpo-l1b (H200)", "new-grpo-l1b (H100-80GB)"} <= set(later)
+    h100, h200 = later["new-grpo-l1b (H100-80GB)"], later["new-grpo-l1b (H200)"]
+    assert (h100.run.knobs["micro_batch"], h200.run.knobs["micro_batch"]) == (32, 64)
+    assert h100.capacity < h200.capacity
+    # the H100 case ran twice with the same plan: its step time is the median of both records
+    assert len(h100.run.step_records) == 2
+    assert {e.run.split for e in report.later_verify_rows} == {"verify"}
+
+
+def test_a_verify_record_of_unpadded_prompts_is_estimated_as_it_ran(report):
+    """The 2026-12-03 RLOO bundle's prompts had one length (FIXED_LENGTH_VERIFY): its peak is the fixed-length
+    estimate's, while the H100 run of the padded bundle written since is estimated padded."""
+    later = {e.run.name: e for e in report.later_verify_rows}
+    fixed, padded = later["new-rloo-q3-0.6b (H200)"], later["new-rloo-q3-0.6b (H100-80GB)"]
+    assert abs(fixed.err_allocated) < 0.01 and abs(padded.err_allocated) < 0.01
+    assert fixed.pred_allocated < padded.pred_allocated - 3 * (1 << 30)
+
+
 def test_holdout_split_is_the_matrix_hash_split(report):
     # The holdout rows were chosen by bench.matrix's name hash, not by hand after seeing the errors.
     # The plan-quality rows by the same hash over their own stratum (bench.plan_quality.build_rows).
