@@ -1581,6 +1581,132 @@ def _verify_later_section(w, verify: list[Evaluated]) -> None:
     _verify_runs_table(w, verify)
 
 
+PLAN_KEYS = ("trainer", "method", "backend", "zero_stage", "offload", "grad_ckpt", "liger", "seq_len", "micro_batch",
+             "grad_accum", "num_generations", "max_completion_len", "ref_model")
+"""The plan fields that make a verify run and a benchmark row the same configuration (with the model)."""
+
+
+def configuration_key(e: Evaluated) -> tuple | None:
+    """(model, the PLAN_KEYS) of a benchmark row or a verify run; None for a spot row (no plan of its own)."""
+    if e.run.source == "verify":
+        k = e.run.knobs
+        return (k.get("model"), *(k.get(f) for f in PLAN_KEYS))
+    if e.run.source != "bench":
+        return None
+    from dataclasses import asdict
+    plan = asdict(plan_from_bench_row(e.run.knobs))
+    return (e.run.knobs.get("model"), *(plan.get(f) for f in PLAN_KEYS))
+
+
+def _pred_of(rows: list[Evaluated], name: str) -> float | None:
+    return next((e.pred_step for e in rows if e.run.name == name), None)
+
+
+def liger_twin_gaps(rows: list[Evaluated]) -> list[float]:
+    """Benchmark rows measured with and without Liger, all else equal: each pair's step error with Liger less its
+    error without (negative: the Liger row ran slower than the model's Liger credit says)."""
+    ok = {e.run.name: e for e in rows if e.run.source == "bench" and e.run.status == "ok" and e.err_step is not None}
+    return [e.err_step - ok[n.replace("-liger", "")].err_step for n, e in sorted(ok.items())
+            if "-liger" in n and n.replace("-liger", "") in ok]
+
+
+def between_step_gaps(results: tuple[str, ...] = RESULTS, root: Path = REPO) -> list[tuple[float, float]]:
+    """Per benchmark record of measured steps: (median of its iterations' end-to-end seconds less their step
+    seconds, that gap over the step), the first (warm-up) step left out. A step is timed from the Trainer's
+    on_step_begin to on_step_end; its iteration from the previous step's end, so it adds the batch fetch before the
+    step and the logging after the previous one, which `trl-advisor verify` (step end to step end) includes."""
+    out = []
+    for rel in results:
+        for rec in _read_jsonl(root / rel):
+            t = rec.get("timing") or {}
+            steps, iters = (t.get("step_seconds") or [])[1:], (t.get("iter_seconds") or [])[1:]
+            if rec.get("status") != "ok" or not steps or len(steps) != len(iters):
+                continue
+            gap = statistics.median(i - s for i, s in zip(iters, steps, strict=True))
+            out.append((gap, gap / statistics.median(steps)))
+    return out
+
+
+LIGER_REFIT = {"LIGER_KERNELS_FWD_PER_LAYER": 76, "LIGER_KERNELS_BWD_PER_LAYER": 60}
+"""Where `python tests/model/calibrate.py <RESULTS and SPOT> --split fit --coordinate
+LIGER_KERNELS_FWD_PER_LAYER,LIGER_KERNELS_BWD_PER_LAYER --rounds 3` moves the Liger launch-equivalents (36, 64 in
+advisor.model.speed; mean |log error| of the fit rows 0.0580 -> 0.0569): the counterfactual the report scores the
+later bundles with, to tell whether Liger's host cost is what they miss."""
+
+
+@contextmanager
+def _constants(values: dict[str, float]):
+    old = {k: getattr(S, k) for k in values}
+    try:
+        for k, v in values.items():
+            setattr(S, k, v)
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(S, k, v)
+
+
+def later_verify_hosts(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) -> dict[tuple[str, str], dict]:
+    """{(case, gpu): {"op_us": [...], "steps": [...]}}: the 1-element CUDA op time verify measured before each run
+    (microseconds) and every timed step of the case's records."""
+    out: dict[tuple[str, str], dict] = {}
+    for rel in paths:
+        for rec in _read_jsonl(root / rel):
+            v = rec.get("verify") or {}
+            if rec.get("status") != "ok" or not v.get("measured"):
+                continue
+            d = out.setdefault((rec["case"], rec.get("gpu") or ""), {"op_us": [], "steps": []})
+            op = (v.get("host") or {}).get("op_seconds")
+            if op:
+                d["op_us"].append(op * 1e6)
+            d["steps"] += ((v["measured"].get("step_times") or {}).get("timed_step_seconds") or [])
+    return out
+
+
+def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> None:
+    timed = [e for e in later if e.err_step is not None]
+    if not timed:
+        return
+    hosts = later_verify_hosts()
+    ops = [op for d in hosts.values() for op in d["op_us"]]
+    with _constants(LIGER_REFIT):
+        refit = [e.err_step for e in load_verify_1201(VERIFY_LATER) if e.err_step is not None]
+    grpo = hosts.get(("new-grpo-l1b", "H100-80GB"), {}).get("steps") or []
+    slower = [e for e in timed if e.err_step < 0]
+    bench = {}
+    for e in rows:
+        key = configuration_key(e)
+        if key is not None and e.run.status == "ok" and e.err_step is not None:
+            bench.setdefault(key, e)
+    twins = [(v, bench[configuration_key(v)]) for v in timed if configuration_key(v) in bench]
+    gaps = liger_twin_gaps(rows)
+    steps = between_step_gaps()
+    w("- Every bundle verify ran since 2026-12-01 can be set beside the benchmark. "
+      f"{len(slower)} of the {len(timed)} that trained ran slower than predicted (step time "
+      f"{_pct(_median([e.err_step for e in timed]))} at the median, predicted / measured - 1), where the "
+      "calibration's errors centre on zero. "
+      + ("Bundles of a configuration the benchmark also ran (same model and plan): "
+         + "; ".join(f"{v.run.name} {_pct(v.err_step)}, the benchmark's {b.run.name} {_pct(b.err_step)}"
+                     for v, b in twins) + ". " if twins else "")
+      + "Run in turn on one machine, the 0.5B ZeRO-3 bundle and its benchmark row agreed (DeepSpeed ZeRO's optimizer step, profiled, "
+      "above), so these pairs are runs of different days and machines. Checked and not the cause: the host's "
+      f"dispatch speed (verify times it before each run: a 1-element CUDA op took {min(ops):.1f}-{max(ops):.1f} us "
+      f"on these machines, against the calibration's median {S.REFERENCE_HOST_OP_SECONDS * 1e6:.2f} us); Liger's launches on the host "
+      "(the benchmark's Liger rows against their twins without it: error with Liger less error without "
+      f"{_pct(_median(gaps))} at the median over {len(gaps)} pairs, {_pct(min(gaps))} to {_pct(max(gaps))}; with "
+      f"the Liger launch-equivalents refitted on the fit rows (LIGER_REFIT in bench/accuracy.py: "
+      f"{LIGER_REFIT['LIGER_KERNELS_FWD_PER_LAYER']} and {LIGER_REFIT['LIGER_KERNELS_BWD_PER_LAYER']}) these "
+      f"bundles' median would be {_pct(_median(refit))}, worst {_pct(max(refit, key=abs))}); "
+      "the time between steps that the benchmark's step leaves out and verify's includes (the batch fetch, the "
+      f"logging: {_pct(_median([g for _, g in steps]), False)} of the step at the median over {len(steps)} records, "
+      f"{_pct(max(g for _, g in steps), False)} at most; the estimate adds the batch fetch as its data term). Open: "
+      "Liger's kernels on the GPU (bench/liger_probe.py times them against the eager ops they replace, per call; "
+      "not yet run) and GRPO/RLOO's generation inside TRL (bench/bundle_phases.py now times each generate call and "
+      "the generation phase"
+      + (f"; the Llama-3.2-1B GRPO bundle's timed steps on the H100 took {min(grpo):.1f}-{max(grpo):.1f} s over its "
+         f"runs, against {_secs(_pred_of(later, 'new-grpo-l1b (H100-80GB)'))} s predicted)." if grpo else ")."))
+
+
 def _verify_runs_table(w, verify: list[Evaluated]) -> None:
     w("")
     w("| case | plan | peak measured | predicted now (err) | reserved measured | predicted now | step s measured "
@@ -2828,6 +2954,7 @@ def render_markdown(report: Report) -> str:
       f"predicted ({_err_of(rows, 'sft-phi3mini-full-bf16-z3off-nockpt-s1024-b4')}); whether the CPU step per "
       "parameter grows with the state's size, or that host was slow, one row cannot tell.")
     _generation_gap(w, rows, report.verify_rows)
+    _verify_bias_section(w, rows, report.later_verify_rows)
     w("- Peak reserved of ZeRO runs is under-predicted by 10-25 % on small models: the step's flat fp32/16-bit "
       "buffers come from new allocator segments, not from the activations' freed blocks. The allocator frees its "
       "cache before it fails, and near capacity the ZeRO rows measured reserved within +1.1 %, so this is not an OOM "

@@ -704,3 +704,30 @@ def test_the_zero_twins_pair_each_zero_row_with_its_plain_twin(report):
     n = len(pairs)
     spearman = 1 - 6 * sum((a - b) ** 2 for a, b in zip(ranks(measured), ranks(predicted), strict=True)) / (n * (n * n - 1))
     assert spearman >= 0.9, spearman
+
+
+def test_the_later_bundles_bias_is_computed_from_the_records(report):
+    """The known-gaps line on the later bundles: its counts and twins come from the records, not from the text."""
+    later = [e for e in report.later_verify_rows if e.err_step is not None]
+    slower = sum(e.err_step < 0 for e in later)
+    doc = (A.REPO / A.DOC).read_text()
+    assert f"{slower} of the {len(later)} that trained ran slower than predicted" in doc
+    # a verify run and the benchmark row of the same model and plan are one configuration
+    keys = {A.configuration_key(e): e.run.name for e in report.rows if e.run.source == "bench"
+            and e.run.status == "ok"}
+    v = next(e for e in report.later_verify_rows if e.run.name == "sft-0.5b-full (H200)")
+    assert keys[A.configuration_key(v)] == "sft-q0.5b-full-bf16-single-nockpt-liger-s1024-b64"
+    gaps = A.liger_twin_gaps(report.rows)
+    assert len(gaps) >= 10 and all(-1 < g < 1 for g in gaps)
+    steps = A.between_step_gaps()
+    # the iteration (step end to step end) is never shorter than the step inside it
+    assert len(steps) > 400 and min(g for g, _ in steps) > 0
+
+
+def test_a_liger_refit_counterfactual_restores_the_constants(report):
+    from advisor.model import speed as S
+
+    before = (S.LIGER_KERNELS_FWD_PER_LAYER, S.LIGER_KERNELS_BWD_PER_LAYER)
+    with A._constants(A.LIGER_REFIT):
+        assert S.LIGER_KERNELS_FWD_PER_LAYER == A.LIGER_REFIT["LIGER_KERNELS_FWD_PER_LAYER"]
+    assert (S.LIGER_KERNELS_FWD_PER_LAYER, S.LIGER_KERNELS_BWD_PER_LAYER) == before
