@@ -46,7 +46,13 @@ def test_the_accuracy_figures_are_the_report_s():
     assert (f"step time median {pct(all_['time_median'])} (holdout {pct(hold['time_median'])}; worst "
             f"{pct(all_['time_worst'])}") in text
     assert (f"({ver['n']} runs that trained: peak within {pct(ver['mem_worst'])}, step time median "
-            f"{pct(ver['time_median'])})") in text
+            f"{pct(ver['time_median'])};") in text
+    later = A.split_stats(report.later_verify_rows, "verify")
+    slower = sum(e.err_step < 0 for e in report.later_verify_rows if e.err_step is not None)
+    assert (f"{later['n']} more since, of workloads no benchmark row ran, on an H200 and an H100: peak within "
+            f"{pct(later['mem_worst'])}, step time median {pct(later['time_median'])}, worst "
+            f"{pct(later['time_worst'])}, every one slower than predicted") in text
+    assert slower == later["n"]  # "every one": revise the sentence when a later bundle runs faster than predicted
     assert f"keep {round(100 * FSDP2_UNEXPLAINED_MARGIN_FRACTION)} % of the GPU as extra headroom" in text
     # the host-bound spread it quotes is the one the note quotes (tests/model/test_accuracy.py ties it to the report)
     from advisor.model.calibration import HOST_MACHINE_SPREAD
