@@ -46,28 +46,33 @@ def test_timed_wrapper_records_the_call_even_when_it_raises():
     assert [e[0] for e in events] == ["boom"] and events[0][2] >= events[0][1]
 
 
-@pytest.mark.train
-@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="needs the [train] extra (trl, torch)")
-def test_a_generated_bundle_runs_through_it_on_the_cpu(tmp_path):
+def run_bundle(tmp_path: Path, generate: list[str], tiny: dict, steps: int, profile: str = "") -> dict:
+    """Generate a bundle, run its train.py on the CPU through bundle_phases with a tiny random model, and return
+    the JSON document it wrote."""
     bundle = tmp_path / "bundle"
-    gen = subprocess.run([sys.executable, "-m", "advisor", "generate", "--model", "0.5B", "--gpu", "H200-141GB",
-                          "--gpus", "1", "--micro-batch", "2", "--grad-accum", "2", "--seq-len", "64", "--out",
-                          str(bundle)],
+    gen = subprocess.run([sys.executable, "-m", "advisor", "generate", *generate, "--out", str(bundle)],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert gen.returncode == 0, gen.stderr[-2000:]
-    tiny = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "vocab_size": 512}
     out = tmp_path / "phases.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                CUDA_VISIBLE_DEVICES="", HF_HOME=str(tmp_path / "hf"), BUNDLE_PHASES_OUT=str(out),
-               BUNDLE_PHASES_PROFILE="cprofile:2,torch:3",
+               BUNDLE_PHASES_PROFILE=profile,
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "bundle_phases.py"), "train.py", "--cpu",
-                           "--max-steps", "3", "--no-save", "--random-init", "--synthetic-data",
+                           "--max-steps", str(steps), "--no-save", "--random-init", "--synthetic-data",
                            "--config-overrides", json.dumps(tiny)],
                           cwd=bundle, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+@pytest.mark.train
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="needs the [train] extra (trl, torch)")
+def test_a_generated_bundle_runs_through_it_on_the_cpu(tmp_path):
+    tiny = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 512}
+    doc = run_bundle(tmp_path, ["--model", "0.5B", "--gpu", "H200-141GB", "--gpus", "1", "--micro-batch", "2",
+                                "--grad-accum", "2", "--seq-len", "64"], tiny, steps=3, profile="cprofile:2,torch:3")
     its = doc["iterations"]
     assert [i["step"] for i in its] == [1, 2, 3]
     assert [i["profiled"] for i in its] == [None, "cprofile", "torch"]
@@ -90,25 +95,11 @@ def test_a_grpo_bundle_records_its_generation_phase_and_each_generate_call(tmp_p
     """GRPO's step is mostly transformers' generate: the run records each call (its seconds, batch, prompt width and
     the tokens it added) and folds TRL's generation-phase methods into the step's window, so a bundle's decode step
     can be set beside the model's."""
-    bundle = tmp_path / "bundle"
-    gen = subprocess.run([sys.executable, "-m", "advisor", "generate", "--model", "llama-3.2-1b", "--gpu", "H100-80GB",
-                          "--gpus", "1", "--trainer", "grpo", "--vllm", "none", "--seq-len", "96",
-                          "--max-completion-len", "16", "--num-generations", "4", "--micro-batch", "8",
-                          "--grad-accum", "1", "--out", str(bundle)],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert gen.returncode == 0, gen.stderr[-2000:]
     tiny = {"num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
             "num_key_value_heads": 2, "vocab_size": 512}
-    out = tmp_path / "phases.json"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               CUDA_VISIBLE_DEVICES="", HF_HOME=str(tmp_path / "hf"), BUNDLE_PHASES_OUT=str(out),
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "bundle_phases.py"), "train.py", "--cpu",
-                           "--max-steps", "2", "--no-save", "--random-init", "--synthetic-data",
-                           "--config-overrides", json.dumps(tiny)],
-                          cwd=bundle, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(out.read_text())
+    doc = run_bundle(tmp_path, ["--model", "llama-3.2-1b", "--gpu", "H100-80GB", "--gpus", "1", "--trainer", "grpo",
+                                "--vllm", "none", "--seq-len", "96", "--max-completion-len", "16",
+                                "--num-generations", "4", "--micro-batch", "8", "--grad-accum", "1"], tiny, steps=2)
     calls = doc["generate_calls"]
     assert len(calls) == 2  # one generation round per optimizer step (steps_per_generation = grad_accum)
     for c in calls:
