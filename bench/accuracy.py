@@ -531,7 +531,12 @@ def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) ->
             v = rec.get("verify") or {}
             if (v.get("plan") or {}).get("unsloth"):
                 continue
-            if rec.get("status") == "ok" and v.get("plan") and v.get("measured"):
+            m = v.get("measured") or {}
+            if m and not m.get("tokens_per_second") and m.get("out_of_memory") is False:
+                # failed before training for another reason (verify says which): neither a speed nor a demand
+                # (records before verify recorded out_of_memory say None, and those that did not train ran out)
+                continue
+            if rec.get("status") == "ok" and v.get("plan") and m:
                 rec = {**rec, "_fixed_length": (rel, rec["case"]) in FIXED_LENGTH_VERIFY}
                 # a case run on two GPU kinds is two runs: each kind's plan and prediction are its own
                 key = (rec["case"], rec.get("gpu") or "")
@@ -1577,7 +1582,9 @@ def _verify_later_section(w, verify: list[Evaluated]) -> None:
       "`verify --random-init --synthetic-data`, transformers 5.17.0), of workloads no calibration row ran, on one "
       "H200 and, planned for it, on one H100 (the GPU in brackets where a case ran on both); each is predicted on "
       "its own GPU's catalogue entry at the median host. Not counted in the near-capacity margin. A case's step "
-      "time is the median over its records of the same plan on that GPU kind.")
+      "time is the median over its records of the same plan on that GPU kind. A run that stopped before its first "
+      "step for another reason than memory (verify's record says out_of_memory false) is left out: the H200 KTO "
+      "case of 2026-12-03 (docs/verify.md), run again on the H100.")
     _verify_runs_table(w, verify)
 
 

@@ -83,6 +83,8 @@ def test_later_verify_runs_are_one_run_per_case_and_gpu_kind_each_predicted_on_i
     # the H100 case ran twice with the same plan: its step time is the median of both records
     assert len(h100.run.step_records) == 2
     assert {e.run.split for e in report.later_verify_rows} == {"verify"}
+    # a run that stopped before its first step for another reason than memory is neither a speed nor a demand
+    assert "new-kto-q3-1.7b (H200)" not in later and all(e.run.status == "ok" for e in later.values())
 
 
 def test_a_verify_record_of_unpadded_prompts_is_estimated_as_it_ran(report):
