@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -1600,7 +1600,6 @@ def configuration_key(e: Evaluated) -> tuple | None:
         return (k.get("model"), *(k.get(f) for f in PLAN_KEYS))
     if e.run.source != "bench":
         return None
-    from dataclasses import asdict
     plan = asdict(plan_from_bench_row(e.run.knobs))
     return (e.run.knobs.get("model"), *(plan.get(f) for f in PLAN_KEYS))
 
