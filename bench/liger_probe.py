@@ -129,13 +129,26 @@ def probe(torch, hiddens: list[int], tokens: int, calls: int = CALLS, repeats: i
     return rows
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(h) for h in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated whole numbers, e.g. 896,2048") from None
+    if any(h < 64 or h % 64 for h in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: each hidden size a multiple of 64 (heads of 64)")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.liger_probe", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--hidden", default="896,2048", help="comma-separated hidden sizes (default: 0.5B's and 1B's)")
+    p.add_argument("--hidden", type=_sizes, default=[896, 2048],
+                   help="comma-separated hidden sizes, multiples of 64 (default: 0.5B's and 1B's)")
     p.add_argument("--tokens", type=int, default=65536, help="tokens of the GPU-timed input (default 64 x 1024)")
     p.add_argument("--calls", type=int, default=CALLS)
     args = p.parse_args(argv)
+    if args.tokens < 1 or args.calls < 1:
+        p.error("--tokens and --calls must be at least 1")
     import torch
 
     from bench.host_probe import host_probe
@@ -143,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
     doc = {"versions": versions(), "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
            "host_probe": host_probe(torch),
-           "rows": probe(torch, [int(h) for h in args.hidden.split(",")], args.tokens, args.calls)}
+           "rows": probe(torch, args.hidden, args.tokens, args.calls)}
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
     return 0

@@ -25,3 +25,12 @@ def test_eager_ops_are_timed_per_call_on_the_cpu(tmp_path):
         assert 0 < r["host_forward_nograd_s"] < r["host_forward_backward_s"]
         assert r["gpu_forward_backward_s"] is None and r["hidden"] == 64
     assert doc["device"] == "cpu" and doc["versions"]["torch"]
+
+
+def test_bad_sizes_are_a_usage_error(capsys):
+    from bench import liger_probe as L
+
+    for argv in (["--hidden", "abc"], ["--hidden", "100"], ["--tokens", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            L.main(["--out", "x.json", *argv])
+        assert exc.value.code == 2
