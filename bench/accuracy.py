@@ -1678,6 +1678,9 @@ def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> No
     with _constants(LIGER_REFIT):
         refit = [e.err_step for e in load_verify_1201(VERIFY_LATER) if e.err_step is not None]
     grpo = hosts.get(("new-grpo-l1b", "H100-80GB"), {}).get("steps") or []
+    from bench import kernel_terms as KT
+
+    liger_gpu = [c["measured"]["total"] / c["model_s"]["total"] for c in KT.cases(KT.load()) if c["liger"]]
     slower = [e for e in timed if e.err_step < 0]
     bench = {}
     for e in rows:
@@ -1705,10 +1708,14 @@ def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> No
       f"bundles' median would be {_pct(_median(refit))}, worst {_pct(max(refit, key=abs))}); "
       "the time between steps that the benchmark's step leaves out and verify's includes (the batch fetch, the "
       f"logging: {_pct(_median([g for _, g in steps]), False)} of the step at the median over {len(steps)} records, "
-      f"{_pct(max(g for _, g in steps), False)} at most; the estimate adds the batch fetch as its data term). Open: "
-      "Liger's kernels on the GPU (bench/liger_probe.py times them against the eager ops they replace, per call; "
-      "not yet run) and GRPO/RLOO's generation inside TRL (bench/bundle_phases.py now times each generate call and "
-      "the generation phase"
+      f"{_pct(max(g for _, g in steps), False)} at most; the estimate adds the batch fetch as its data term); "
+      f"Liger's kernels on the GPU (the {len(liger_gpu)} Liger micro-batches of {KT.PROBE}: measured kernel time "
+      f"over the model's {min(liger_gpu):.2f}-{max(liger_gpu):.2f}). Open: the GPU's own clocks and power limit "
+      f"(no record here has them; verify's JSON now carries the enforced power limit and the part's board power, "
+      f"and its hardware step notes a GPU capped below 90 % of it; the GPU-bound 3B SFT bundle at 4k read "
+      f"{_err_of(later, 'new-sft-q3b-4k (H200)')}), "
+      "Liger's per-call host cost in a decode step (bench/liger_probe.py, not yet run) and GRPO/RLOO's generation "
+      "inside TRL (bench/bundle_phases.py now times each generate call and the generation phase"
       + (f"; the Llama-3.2-1B GRPO bundle's timed steps on the H100 took {min(grpo):.1f}-{max(grpo):.1f} s over its "
          f"runs, against {_secs(_pred_of(later, 'new-grpo-l1b (H100-80GB)'))} s predicted)." if grpo else ")."))
 

@@ -275,7 +275,7 @@ def run_case(case: dict, *, gpu: str, work: Path, logs: Path, shared_init: Path,
     if out is None:
         return {**record, "status": "error", "error": f"verify exited {proc.returncode} without JSON"}
     keep = ("passed", "summary", "steps", "measured", "predicted", "error_pct", "planned", "plan", "differences",
-            "quick", "next_plan", "tolerance", "command", "interrupted", "host")
+            "quick", "next_plan", "tolerance", "command", "interrupted", "host", "gpu")
     record["verify"] = {k: out.get(k) for k in keep}
     log_file = bundle / "verify.log"
     if log_file.is_file():

@@ -48,6 +48,12 @@ def step_consistency(b: _Bundle) -> StepResult:
     return StepResult("consistency", PASS, f"{len(b.files)} files agree with train.py's CONFIG", warnings=warnings)
 
 
+POWER_CAP_NOTE_FRACTION = 0.9
+"""The hardware step notes a GPU whose enforced power limit (NVML) is below this share of its part's board power
+(the catalogue's tdp_watts, from the vendor's datasheet): the speed model's rates were measured at full power, and a
+capped GPU lowers its clocks under load, so GPU-bound steps run slower than predicted."""
+
+
 @dataclass
 class Machine:
     gpus: int
@@ -55,6 +61,19 @@ class Machine:
     gpu_id: str | None
     """Catalogue id of the probed GPU, None when the catalogue has no such part."""
     memory_bytes: int | None
+    power_limit_watts: float | None = None
+    """The lowest enforced power limit over the GPUs (NVML), watts; None when not read."""
+    tdp_watts: int | None = None
+    """The catalogue part's board power, watts; None when the part or its figure is unknown."""
+
+    def to_json(self) -> dict:
+        return {"gpus": self.gpus, "name": self.gpu_name, "id": self.gpu_id, "memory_bytes": self.memory_bytes,
+                "power_limit_watts": self.power_limit_watts, "tdp_watts": self.tdp_watts}
+
+    @property
+    def power_capped(self) -> bool:
+        return (self.power_limit_watts is not None and bool(self.tdp_watts)
+                and self.power_limit_watts < POWER_CAP_NOTE_FRACTION * self.tdp_watts)
 
 
 def machine(report) -> Machine:
@@ -65,11 +84,13 @@ def machine(report) -> Machine:
         return Machine(0, None, None, None)
     first = gpus[0]
     spec = catalog.match_nvml_name(first.name, first.memory_total_bytes or None)
+    limits = [g.power_limit_watts for g in gpus if getattr(g, "power_limit_watts", None)]
+    power = {"power_limit_watts": min(limits) if limits else None, "tdp_watts": spec.tdp_watts if spec else None}
     slices = [d.memory_total_bytes for g in gpus for d in (g.mig_devices or ()) if d.memory_total_bytes]
     if slices:  # MIG: one training process per slice, no collectives across slices (as the planner assumes)
-        return Machine(1, first.name, spec.id if spec else None, max(slices))
+        return Machine(1, first.name, spec.id if spec else None, max(slices), **power)
     return Machine(len(gpus), first.name, spec.id if spec else None,
-                   min(g.memory_total_bytes for g in gpus) or None)
+                   min(g.memory_total_bytes for g in gpus) or None, **power)
 
 
 def step_hardware(b: _Bundle, m: Machine) -> StepResult:
@@ -96,6 +117,9 @@ def step_hardware(b: _Bundle, m: Machine) -> StepResult:
         notes.append(f"the run uses {per_node} of {m.gpus} GPUs")
     if nodes and nodes > 1:
         notes.append(f"this machine is one node of the plan's {nodes}")
+    if m.power_capped:
+        notes.append(f"power limit {m.power_limit_watts:.0f} W of the part's {m.tdp_watts} W: a GPU-bound step may "
+                     "run slower than the estimate, made for full power")
     if problems:
         return StepResult("hardware", FAIL, f"{here}: {'; '.join(problems)}",
                           "predictions hold for the plan's hardware: re-generate for this machine "

@@ -83,6 +83,9 @@ class VerifyOutcome:
     speed_spread_cap_pct: float | None = None
     """The cap on how far the run's own spread widened the speed band (advisor.verify.steps.spread_cap)."""
     reports: list[str] = field(default_factory=list)
+    gpu: dict = field(default_factory=dict)
+    """The GPUs verify ran on (checks.Machine.to_json): count, name, catalogue id, memory, the enforced power limit and
+    the part's board power, so a run's speed can be read against the GPU it had."""
     host: dict = field(default_factory=dict)
     """This host's measured dispatch speed (session._for_host): op_seconds (None: not measured), detail,
     reference_op_seconds (the calibration hosts' median), factor (advisor.model.speed.host_factor) and the files'
@@ -148,6 +151,7 @@ class VerifyOutcome:
             "quick": self.quick,
             "next_plan": self.next_plan,
             "host": self.host,
+            "gpu": self.gpu,
             "tolerance": {"per_gpu_peak_pct": MEMORY_TOLERANCE_PCT,
                           "per_gpu_peak_floor_bytes": MEMORY_TOLERANCE_FLOOR_BYTES,
                           "tokens_per_second_pct": self.speed_tolerance_pct or SPEED_TOLERANCE_PCT,

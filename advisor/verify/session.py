@@ -151,6 +151,7 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, rand
     out.steps.append(step_consistency(b))
     report = (probe or (lambda: _default_probe(b.path)))()
     here = machine(report)
+    out.gpu = here.to_json()
     hardware_step = step_hardware(b, here)
     out.steps.append(hardware_step)
     out.steps.append(step_packages(b, report, cpu=cpu, trl_requires=trl_requires))

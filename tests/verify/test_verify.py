@@ -389,6 +389,24 @@ def test_other_gpu_model_fails_hardware_and_skips_speed(tmp_path):
     assert outcome.step("memory").status == "pass"  # memory does not depend on the GPU model
 
 
+def test_a_power_capped_gpu_is_noted_and_recorded(tmp_path):
+    """A GPU capped well below its part's board power runs GPU-bound steps slower than the full-power rates the model
+    uses: the hardware step still passes (it is the plan's GPU) and says so; the JSON records the limit either way."""
+    from advisor.verify.checks import POWER_CAP_NOTE_FRACTION
+
+    capped = _verify(make_bundle(tmp_path / "a"), FakeRun(), probe=machine(gpus=1, power_limit_watts=450.0))
+    hw = capped.step("hardware")
+    assert hw.status == "pass" and "power limit 450 W of the part's 700 W" in hw.detail
+    assert capped.to_json()["gpu"] == {"gpus": 1, "name": "NVIDIA H100 80GB HBM3", "id": "H100-80GB",
+                                       "memory_bytes": capped.to_json()["gpu"]["memory_bytes"],
+                                       "power_limit_watts": 450.0, "tdp_watts": 700}
+    # at the cap's threshold and above, nothing is said
+    full = _verify(make_bundle(tmp_path / "b"), FakeRun(),
+                   probe=machine(gpus=1, power_limit_watts=POWER_CAP_NOTE_FRACTION * 700))
+    assert "power limit" not in full.step("hardware").detail
+    assert full.to_json()["gpu"]["power_limit_watts"] == POWER_CAP_NOTE_FRACTION * 700
+
+
 def test_missing_ds_config_fails_bundle_and_rules_but_keeps_going(tmp_path):
     p = plan(backend="deepspeed", zero_stage=2, num_processes=2, gpus_per_node=2)
     bundle = make_bundle(tmp_path, p)

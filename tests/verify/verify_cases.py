@@ -82,13 +82,18 @@ def make_bundle(tmp_path: Path, p: Plan | None = None, *, name: str = "bundle", 
     return out
 
 
-def machine(fixture: str = "h100_sxm_x8_nvlink", *, gpus: int | None = None, software: dict | None = None):
-    """A probe report from tests/fixtures/hardware, cut to `gpus` GPUs, with `software` (default INSTALLED)."""
+def machine(fixture: str = "h100_sxm_x8_nvlink", *, gpus: int | None = None, software: dict | None = None,
+            power_limit_watts: float | None = None):
+    """A probe report from tests/fixtures/hardware, cut to `gpus` GPUs, with `software` (default INSTALLED) and,
+    when given, every GPU's enforced power limit."""
     report = hardware_file.load_report(HARDWARE / f"{fixture}.json")
     data = report.model_dump(by_alias=True)
     if gpus is not None:
         data["gpus"] = data["gpus"][:gpus]
         data["links"] = [x for x in data["links"] if x["a"] < gpus and x["b"] < gpus]
+    if power_limit_watts is not None:
+        for g in data["gpus"]:
+            g["power_limit_watts"] = power_limit_watts
     data["software"] = dict(INSTALLED if software is None else software)
     report = hw_probe.HardwareReport.model_validate(data)
     return lambda: report
