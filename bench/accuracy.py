@@ -44,6 +44,7 @@ from advisor.model.activations import fixed_length_batches
 from advisor.model.bench_rows import plan_from_bench_row
 from advisor.model.estimate import estimate_plan
 from advisor.model.speed import estimate_speed, host_bound_share
+from advisor.verify.checks import POWER_CAP_NOTE_FRACTION
 from bench import baselines as B
 
 REPO = Path(__file__).resolve().parents[1]
@@ -1712,7 +1713,8 @@ def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> No
       f"Liger's kernels on the GPU (the {len(liger_gpu)} Liger micro-batches of {KT.PROBE}: measured kernel time "
       f"over the model's {min(liger_gpu):.2f}-{max(liger_gpu):.2f}). Open: the GPU's own clocks and power limit "
       f"(no record here has them; verify's JSON now carries the enforced power limit and the part's board power, "
-      f"and its hardware step notes a GPU capped below 90 % of it; the GPU-bound 3B SFT bundle at 4k read "
+      f"and its hardware step notes a GPU capped below {100 * POWER_CAP_NOTE_FRACTION:.0f} % of it; the GPU-bound "
+      f"3B SFT bundle at 4k read "
       f"{_err_of(later, 'new-sft-q3b-4k (H200)')}), "
       "Liger's per-call host cost in a decode step (bench/liger_probe.py, not yet run) and GRPO/RLOO's generation "
       "inside TRL (bench/bundle_phases.py now times each generate call and the generation phase"
