@@ -10,7 +10,9 @@ disagree on the same configuration, this runs the bundle's train.py unchanged, u
 launch and ds_config.json, with perf_counter wrappers around what one iteration calls: the Trainer's batch fetch
 (get_batch_samples), compute_loss (the forward), accelerator.backward (with DeepSpeed: the engine's backward and,
 on the last micro-batch, its step), DeepSpeedEngine.backward and .step themselves, and the logging of the step
-(_maybe_log_save_evaluate). Host seconds, no synchronisation added inside the step; each iteration ends
+(_maybe_log_save_evaluate); for GRPO/RLOO also the generation phase (_generate_and_score_completions, _generate,
+_calculate_rewards, _get_per_token_logps_and_entropies) and each transformers generate call, synchronised, with
+its batch, prompt width and the tokens it added (record["generate_calls"]). Host seconds, no synchronisation added inside the step; each iteration ends
 synchronised (the callback, as train.py's). The host's dispatch speed (bench.host_probe) is measured before and
 after, so runs on different machines can be put side by side. Writes one JSON document to $BUNDLE_PHASES_OUT.
 
