@@ -12,7 +12,8 @@ launch and ds_config.json, with perf_counter wrappers around what one iteration 
 on the last micro-batch, its step), DeepSpeedEngine.backward and .step themselves, and the logging of the step
 (_maybe_log_save_evaluate); for GRPO/RLOO also the generation phase (_generate_and_score_completions, _generate,
 _calculate_rewards, _get_per_token_logps_and_entropies) and each transformers generate call, synchronised, with
-its batch, prompt width and the tokens it added (record["generate_calls"]). Host seconds, no synchronisation added inside the step; each iteration ends
+its batch, prompt width and the tokens it added (record["generate_calls"]). Host seconds, no synchronisation added
+inside the step but around those generate calls (generation syncs every decode step anyway); each iteration ends
 synchronised (the callback, as train.py's). The host's dispatch speed (bench.host_probe) is measured before and
 after, so runs on different machines can be put side by side. Writes one JSON document to $BUNDLE_PHASES_OUT.
 
