@@ -44,7 +44,6 @@ from advisor.model.activations import fixed_length_batches
 from advisor.model.bench_rows import plan_from_bench_row
 from advisor.model.estimate import estimate_plan
 from advisor.model.speed import estimate_speed, host_bound_share
-from advisor.verify.checks import POWER_CAP_NOTE_FRACTION
 from bench import baselines as B
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +88,8 @@ plans, never used to fit or to derive a term; reported on their own and counted 
 VERIFY_LATER = ("bench/results/verify-h200-2026-12-03-new-1.jsonl", "bench/results/verify-h200-2026-12-03-new-2.jsonl",
                 "bench/results/verify-h200-2026-12-03-new-3.jsonl", "bench/results/verify-h200-2026-12-03-offload.jsonl",
                 "bench/results/verify-h200-2026-12-03-zero.jsonl", "bench/results/verify-h100-2026-12-05-new.jsonl",
-                "bench/results/verify-h100-2026-12-05-new-2.jsonl", "bench/results/verify-h100-2026-12-05-new-3.jsonl")
+                "bench/results/verify-h100-2026-12-05-new-2.jsonl", "bench/results/verify-h100-2026-12-05-new-3.jsonl",
+                "bench/results/verify-h100-2026-12-06.jsonl")
 """Every bundle verify ran after 2026-12-01: planner-picked plans of workloads no calibration row ran (the new-*
 cases), the planner's offload and ZeRO bundles, and the same new cases planned for and run on one H100. None was used
 to fit a constant; the GRPO/RLOO padding term was found on new-grpo-l1b's memory (docs/verify.md). Scored in issue
@@ -1636,8 +1636,9 @@ def between_step_gaps(results: tuple[str, ...] = RESULTS, root: Path = REPO) -> 
 
 LIGER_REFIT = {"LIGER_KERNELS_FWD_PER_LAYER": 76, "LIGER_KERNELS_BWD_PER_LAYER": 60}
 """Where `python tests/model/calibrate.py <RESULTS and SPOT> --split fit --coordinate
-LIGER_KERNELS_FWD_PER_LAYER,LIGER_KERNELS_BWD_PER_LAYER --rounds 3` moves the Liger launch-equivalents (36, 64 in
-advisor.model.speed; mean |log error| of the fit rows 0.0580 -> 0.0569): the counterfactual the report scores the
+LIGER_KERNELS_FWD_PER_LAYER,LIGER_KERNELS_BWD_PER_LAYER --rounds 3` moved the Liger launch-equivalents (36, 64 then in
+advisor.model.speed, 42, 65 since bench/liger_probe.py measured them; mean |log error| of the fit rows 0.0580 ->
+0.0569): the counterfactual the report scores the
 later bundles with, to tell whether Liger's host cost is what they miss."""
 
 
@@ -1654,23 +1655,53 @@ def _constants(values: dict[str, float]):
 
 
 def later_verify_hosts(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) -> dict[tuple[str, str], dict]:
-    """{(case, gpu): {"op_us": [...], "steps": [...]}}: the 1-element CUDA op time verify measured before each run
-    (microseconds) and every timed step of the case's records."""
+    """{(case, gpu): {"op_us": [...], "steps": [...], "records": [...]}}: the 1-element CUDA op time verify measured
+    before each run (microseconds), every timed step of the case's records, and per record (file, op_us, its timed
+    steps' median and their spread in %)."""
     out: dict[tuple[str, str], dict] = {}
     for rel in paths:
         for rec in _read_jsonl(root / rel):
             v = rec.get("verify") or {}
             if rec.get("status") != "ok" or not v.get("measured"):
                 continue
-            d = out.setdefault((rec["case"], rec.get("gpu") or ""), {"op_us": [], "steps": []})
+            d = out.setdefault((rec["case"], rec.get("gpu") or ""), {"op_us": [], "steps": [], "records": []})
             op = (v.get("host") or {}).get("op_seconds")
             if op:
                 d["op_us"].append(op * 1e6)
-            d["steps"] += ((v["measured"].get("step_times") or {}).get("timed_step_seconds") or [])
+            times = v["measured"].get("step_times") or {}
+            timed = times.get("timed_step_seconds") or []
+            d["steps"] += timed
+            if timed and op:
+                d["records"].append({"file": rel, "op_us": op * 1e6, "median": statistics.median(timed),
+                                     "spread_pct": times.get("spread_pct")})
+    return out
+
+
+HOST_BOUND_SHARE = 0.5
+"""A later bundle counts as host-bound where the model gives the host CPU at least this share of its step: the GRPO
+/ RLOO bundles without vLLM (0.86-0.94); the GPU-bound ones read 0.01-0.24."""
+QUIET_SPREAD_PCT = 5.0
+"""A verify record whose timed steps spread at most this much (max / min - 1, %) ran on a host that held still;
+the 2026-12-05 H100 records of the same bundles spread 17-27 %."""
+
+
+def host_bound_draws(later: list[Evaluated], hosts: dict[tuple[str, str], dict]) -> list[dict]:
+    """Each record of a host-bound later bundle on its own: its host's op time, its steps' spread and its error
+    (predicted / the record's median timed step - 1), beside the pooled row's prediction."""
+    out = []
+    for e in later:
+        if e.host_share < HOST_BOUND_SHARE or e.err_step is None:
+            continue
+        case, _, gpu = e.run.name.partition(" (")
+        key = (case, gpu.rstrip(")") or e.run.knobs.get("gpu", ""))
+        for r in (hosts.get(key) or {}).get("records", []):
+            out.append({"case": e.run.name, **r, "err": e.pred_step / r["median"] - 1})
     return out
 
 
 def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> None:
+    from bench import later_bundles as LB
+
     timed = [e for e in later if e.err_step is not None]
     if not timed:
         return
@@ -1678,7 +1709,6 @@ def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> No
     ops = [op for d in hosts.values() for op in d["op_us"]]
     with _constants(LIGER_REFIT):
         refit = [e.err_step for e in load_verify_1201(VERIFY_LATER) if e.err_step is not None]
-    grpo = hosts.get(("new-grpo-l1b", "H100-80GB"), {}).get("steps") or []
     from bench import kernel_terms as KT
 
     liger_gpu = [c["measured"]["total"] / c["model_s"]["total"] for c in KT.cases(KT.load()) if c["liger"]]
@@ -1711,15 +1741,92 @@ def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> No
       f"logging: {_pct(_median([g for _, g in steps]), False)} of the step at the median over {len(steps)} records, "
       f"{_pct(max(g for _, g in steps), False)} at most; the estimate adds the batch fetch as its data term); "
       f"Liger's kernels on the GPU (the {len(liger_gpu)} Liger micro-batches of {KT.PROBE}: measured kernel time "
-      f"over the model's {min(liger_gpu):.2f}-{max(liger_gpu):.2f}). Open: the GPU's own clocks and power limit "
-      f"(no record here has them; verify's JSON now carries the enforced power limit and the part's board power, "
-      f"and its hardware step notes a GPU capped below {100 * POWER_CAP_NOTE_FRACTION:.0f} % of it; the GPU-bound "
-      f"3B SFT bundle at 4k read "
-      f"{_err_of(later, 'new-sft-q3b-4k (H200)')}), "
-      "Liger's per-call host cost in a decode step (bench/liger_probe.py, not yet run) and GRPO/RLOO's generation "
-      "inside TRL (bench/bundle_phases.py now times each generate call and the generation phase"
-      + (f"; the Llama-3.2-1B GRPO bundle's timed steps on the H100 took {min(grpo):.1f}-{max(grpo):.1f} s over its "
-         f"runs, against {_secs(_pred_of(later, 'new-grpo-l1b (H100-80GB)'))} s predicted)." if grpo else ")."))
+      f"over the model's {min(liger_gpu):.2f}-{max(liger_gpu):.2f}).")
+    _later_gpu_and_host(w, later, hosts, LB)
+
+
+def _later_gpu_and_host(w, later: list[Evaluated], hosts: dict[tuple[str, str], dict], LB) -> None:
+    """The 2026-12-06 H100 measurements of the later bundles: the GPU's clocks under its power cap, Liger's host
+    cost per decode layer, the GRPO bundle's step split, and the host-bound bundles' errors by host."""
+    wins = LB.gpu_windows()
+    gpu_bound = [x for x in wins if x["watts_median"] and x["capped"] >= 0.9 * x["busy"]]
+    host_bound = [x for x in wins if x not in gpu_bound]
+    liger = LB.liger_decode_extra()
+    gen = LB.generate_steps()
+    steady = gen["steady"]
+    new = gen["new_shape"]
+    grpo = next((e for e in later if e.run.name == "new-grpo-l1b (H100-80GB)"), None)
+    draws = host_bound_draws(later, hosts)
+    quiet = [d for d in draws if d["spread_pct"] is not None and d["spread_pct"] <= QUIET_SPREAD_PCT]
+    loud = [d for d in draws if d not in quiet]
+    board = LB.json.loads((REPO / LB.WINDOWS).read_text())["gpu"]
+    w(f"- Measured on one {board['name']} on 2026-12-06 (`{LB.SAMPLES}`, `{LB.LIGER_PROBE}`, "
+      f"`{LB.PHASES}`, `{LB.VERIFY}`; bench/later_bundles.py reads them). The GPU's clocks: through the GPU-bound "
+      "bundles (" + ", ".join(f"{x['case']}" for x in {x['case']: x for x in gpu_bound}.values()) + ") the board "
+      f"held its {board['power_limit_watts']} W limit by its clocks "
+      f"in {sum(x['capped'] for x in gpu_bound)} of {sum(x['busy'] for x in gpu_bound)} busy samples (nvidia-smi's "
+      f"software power cap), the SM clock at {min(x['sm_mhz_median'] for x in gpu_bound):.0f}-"
+      f"{max(x['sm_mhz_median'] for x in gpu_bound):.0f} MHz at the median (down to "
+      f"{min(x['sm_mhz_min'] for x in gpu_bound):.0f}) of its {gpu_bound[0]['sm_mhz_max']} MHz, and those bundles "
+      f"still read {_err_of(later, 'new-sft-l1b-4k (H100-80GB)')} and {_err_of(later, 'new-sft-g3-1b (H100-80GB)')}, "
+      "so on this board the power cap does not open the gap (no calibration record has its clocks). The host-bound GRPO/RLOO bundles drew "
+      f"{min(x['watts_median'] for x in host_bound):.0f}-{max(x['watts_median'] for x in host_bound):.0f} W at the "
+      f"median, {sum(x['capped'] for x in host_bound)} of {sum(x['busy'] for x in host_bound)} busy samples capped, "
+      f"the SM clock at {min(x['sm_mhz_median'] for x in host_bound):.0f} MHz at the "
+      "median. Liger's per-call host cost in a decode step (its no_grad calls, as tiny as a decode step's input): "
+      + ", ".join(f"{op} {1e6 * v['liger']:.1f} us against the eager ops' {1e6 * v['eager']:.1f} us"
+                  for op, v in liger["ops"].items())
+      + f"; per Llama layer (two norms, RoPE, the gated product) {1e6 * liger['layer']['liger']:.0f} us against "
+      f"{1e6 * liger['layer']['eager']:.0f} us, {1e6 * liger['extra_s']:.1f} us more on a host whose op takes "
+      f"{1e6 * liger['host_op_s']:.2f} us ({1e6 * liger['extra_reference_s']:.1f} us at the median host): for the "
+      f"Llama-3.2-1B GRPO bundle (16 layers, 256 decode steps) "
+      f"{16 * 256 * liger['extra_reference_s']:.2f} s of its {_secs(grpo.pred_step if grpo else None)} s step, "
+      f"{_pct(16 * 256 * liger['extra_reference_s'] / grpo.pred_step if grpo else None, False)}. Both are terms now: "
+      f"a Liger decode layer adds {S.LIGER_DECODE_KERNELS_PER_LAYER} decode launch-equivalents "
+      "(LIGER_DECODE_KERNELS_PER_LAYER), and a Liger training layer counts "
+      f"{S.LIGER_KERNELS_FWD_PER_LAYER} and {S.LIGER_KERNELS_BWD_PER_LAYER} launch-equivalents forward and backward "
+      f"(36 and 64 before, an assumption that made Liger's launches cheaper than the eager ops'), all read off the "
+      "probe (bench.later_bundles.liger_launch_equivalents). "
+      f"That bundle's steady steps under bench/bundle_phases.py (host op {gen['host_probe']['before']['nograd_op_us']:.2f} us) took "
+      f"{min(s['step_s'] for s in steady):.2f}-{max(s['step_s'] for s in steady):.2f} s, of which generate "
+      f"{min(s['generate_s'] for s in steady):.2f}-{max(s['generate_s'] for s in steady):.2f} s "
+      f"({min(s['ms_per_token'] for s in steady):.1f}-{max(s['ms_per_token'] for s in steady):.1f} ms per decode "
+      f"step, batch {steady[0]['batch']}) and the rest "
+      f"{min(s['step_s'] - s['generate_s'] for s in steady):.2f}-{max(s['step_s'] - s['generate_s'] for s in steady):.2f} s"
+      + (f", where the model gives {grpo_generation(grpo):.2f} s and {grpo.pred_step - grpo_generation(grpo):.2f} s at "
+         "the median host" if grpo else "")
+      + ". " + "".join(
+          f"The step whose batch had a shape the run had not generated before (prompts {s['prompt_tokens']} wide, "
+          f"{'padded' if s['padded'] else 'unpadded'}: {s['prompt_tokens'] + s['new_tokens']} tokens, the others "
+          f"{steady[0]['prompt_tokens'] + steady[0]['new_tokens']}) took {s['step_s']:.1f} s: generate "
+          f"{s['generate_s']:.1f} s, the scoring forward {s['scoring_s']:.2f} s and the backward "
+          f"{s['backward_s']:.2f} s against {statistics.median(t['scoring_s'] for t in steady):.2f} and "
+          f"{statistics.median(t['backward_s'] for t in steady):.2f} s in the steady steps: every phase, as compiling "
+          "kernels for a new shape would (Triton specialises an integer argument on its divisibility by 16; not "
+          "yet confirmed by a profile of such a step); where such a batch comes inside verify's timed steps, it "
+          "is one of them. " for s in new)
+      + f"By host, the host-bound bundles' records (predicted / the record's median timed step - 1): on hosts that "
+      f"held still (timed steps within {QUIET_SPREAD_PCT:.0f} %) "
+      + ", ".join(f"{d['case']} {_pct(d['err'])} (op {d['op_us']:.1f} us)" for d in quiet)
+      + "; on the others " + ", ".join(f"{d['case']} {_pct(d['err'])} (op {d['op_us']:.1f} us, steps spread "
+                                       f"{d['spread_pct']:.0f} %)" for d in loud)
+      + ". The host sets these steps, and the 1-element op time does not measure it well: "
+      + (f"under bench/bundle_phases.py generate took {statistics.median(s['generate_s'] for s in steady) / grpo_generation(grpo):.2f} "
+         f"of the model's median-host generation where that host's op took "
+         f"{gen['host_probe']['before']['nograd_op_us'] * 1e-6 / S.REFERENCE_HOST_OP_SECONDS:.2f} of the median host's, "
+         if grpo else "")
+      + "so verify's host-scaled figure (linear in the op time) reads such a host too fast; a run is judged on the "
+      "median-host prediction, and its speed band widens by its own steps' spread (docs/verify.md).")
+
+
+def grpo_generation(e: Evaluated) -> float:
+    """The model's generation seconds of a GRPO/RLOO row's step."""
+    model = e.model
+    plan = Plan(**{k: e.run.knobs[k] for k in Plan.__dataclass_fields__ if k in e.run.knobs})
+    target = Target(gpu=resolve_gpu(e.run.knobs.get("gpu") or e.run.name.partition(" (")[2].rstrip(")")),
+                    gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+    _, spd = estimate_plan(model, plan, target)
+    return spd.breakdown["generation"]
 
 
 def _verify_runs_table(w, verify: list[Evaluated]) -> None:

@@ -125,10 +125,26 @@ that sync. Refitted (9.11 before) on the fit rows once the optimizer step was ti
 (OPTIMIZER_BYTES_PER_WEIGHT_BYTE), Gemma-2's soft-capping, Phi-3's strided ops and transformers 5.17's MoE masks were
 terms, and the 2026-12-02 family rows (bench/rows/family-check-2026-12-02.json) and host-phase records joined the
 fit."""
-LIGER_KERNELS_FWD_PER_LAYER = 36
-"""Launch-equivalents of a layer's forward with Liger: its fused RMSNorm, RoPE and SwiGLU replace ~20 eager ops by 4
-Triton launches, but a Triton launch costs several eager ones on the CPU; measured (0.5B, H200): 5% less step time."""
-LIGER_KERNELS_BWD_PER_LAYER = 64
+LIGER_KERNELS_FWD_PER_LAYER = 42
+"""Launch-equivalents of a layer's forward with Liger: its fused RMSNorm, RoPE and SwiGLU replace about 20 eager ops
+by 4 Triton launches, and a Triton launch costs several eager ones on the CPU (its launcher specialises and keys
+every call in Python). Measured, not fitted: bench/liger_probe.py timed each patched call against the eager ops it
+replaces (bench/results/liger-probe-h100-2026-12-06.json, liger-kernel 0.8.5, triton 3.6.0): per Llama layer (two
+norms, RoPE, the gated product) Liger's forward took 252 us on the host against the eager 222 us, on a host whose
+1-element op took 5.69 us; brought to the median host by host_factor and counted in LAUNCH_SECONDS, 40 + 1.6
+(bench.later_bundles.liger_launch_equivalents, which tests/bench/test_later_bundles.py holds these to). It was 36
+before, an assumption (four launches costing six eager ones each), which credited Liger with host time it does not
+save; bench/dispatch_terms.py's whole-model tiny steps (H200) read Liger's forward dearer than eager's too (49 against
+40 launch-equivalents per layer). With the probe's values here and in LIGER_DECODE_KERNELS_PER_LAYER, the step time's median |error| moved on the
+fit rows 4.27 -> 4.24 %, on the holdout 3.99 -> 3.88 %, and the later verify bundles' worst fell 28.3 -> 26.3 %."""
+LIGER_KERNELS_BWD_PER_LAYER = 65
+"""... and its backward: the probe's forward + backward with autograd, 1,041 us against the eager 1,100 us, less the
+forward above: 70 - 4.7 (it was 64)."""
+LIGER_DECODE_KERNELS_PER_LAYER = 2
+"""Decode launch-equivalents (DECODE_LAUNCH_SECONDS) a Liger layer adds to a decode step of transformers' generate:
+GRPO/RLOO without vLLM generate with the patched model, whose decode calls are as tiny as the probe's no_grad ones,
+so each layer pays the forward's extra above (30.5 us at the probe's host, 2.3 decode launch-equivalents at the
+median host, bench.later_bundles.liger_launch_equivalents)."""
 LORA_KERNELS_PER_LINEAR = (4, 8)
 """Launch-equivalents PEFT lora.Linear adds per adapted Linear, forward and backward (input cast, dropout, A, B,
 scale, add, cast back); fitted with LAUNCH_SECONDS to the same measurements."""
@@ -1137,6 +1153,7 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             step_gpu = max((weight_read + hf_kv * g) / bw, 2.0 * active * g / (peak * dense))
             lf, _ = LORA_KERNELS_PER_LINEAR
             kernels = d.L * (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
+                             + (LIGER_DECODE_KERNELS_PER_LAYER if plan.liger else 0)
                              + (lf * d.linears_per_layer if plan.method != "full" else 0)) + DECODE_KERNELS_PER_STEP
             kernels += decode_padding_kernels(d, plan, target)
             host = host_factor(target)

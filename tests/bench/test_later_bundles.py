@@ -1,0 +1,118 @@
+"""bench/later_bundles.py: the GPU windows, Liger's decode host cost and the GRPO bundle's generate steps, read off
+small files written here (each rule on its own) and off the committed 2026-12-06 H100 files."""
+
+import json
+
+import pytest
+
+from bench import later_bundles as LB
+
+HEADER = ("run,timestamp,power.draw [W],power.limit [W],clocks.current.sm [MHz],clocks.current.memory [MHz],"
+          "temperature.gpu,utilization.gpu [%],clocks_event_reasons.active\n")
+
+
+def _sample(run, t, watts, mhz, util, reasons):
+    return f"{run},2026/12/06 {t}.250,{watts} W,700.00 W,{mhz} MHz,2619 MHz,40,{util} %,{reasons}\n"
+
+
+def test_gpu_windows_count_busy_and_capped_samples_of_their_run_only(tmp_path):
+    (tmp_path / "s.csv").write_text(HEADER + "".join([
+        _sample("a", "01:00:00", 690, 1500, 97, "0x0000000000000004"),  # busy, capped
+        _sample("a", "01:00:01", 650, 1900, 95, "0x0000000000000000"),  # busy, not capped
+        _sample("a", "01:00:02", 80, 345, 10, "0x0000000000000004"),  # idle: not the case's training
+        _sample("a", "01:00:09", 690, 1400, 99, "0x0000000000000004"),  # after the window
+        _sample("b", "01:00:01", 690, 1200, 99, "0x0000000000000004"),  # another run at the same time
+    ]))
+    (tmp_path / "w.json").write_text(json.dumps({
+        "gpu": {"max_sm_mhz": 1980},
+        "windows": [{"run": "a", "case": "c", "start": "2026/12/06 01:00:00", "end": "2026/12/06 01:00:05"}]}))
+    [w] = LB.gpu_windows("s.csv", "w.json", root=tmp_path)
+    assert (w["busy"], w["capped"], w["sm_mhz_min"], w["sm_mhz_median"]) == (2, 1, 1500, 1700)
+    assert w["watts_median"] == 670 and w["sm_mhz_max"] == 1980
+
+
+def test_liger_decode_extra_is_the_layers_liger_less_eager_scaled_by_the_op_time(tmp_path):
+    rows = [{"op": op, "impl": impl, "host_forward_nograd_s": us * 1e-6}
+            for op, impl, us in (("rmsnorm", "eager", 60), ("rmsnorm", "liger", 61), ("rope", "eager", 80),
+                                 ("rope", "liger", 80), ("swiglu", "eager", 10), ("swiglu", "liger", 40))]
+    (tmp_path / "p.json").write_text(json.dumps({"rows": rows, "host_probe": {"nograd_op_us": 5.0}}))
+    x = LB.liger_decode_extra("p.json", reference_op_seconds=10e-6, root=tmp_path)
+    # two norms, RoPE, the gated product: (2*61 + 80 + 40) - (2*60 + 80 + 10) = 32 us, at a host twice as slow 64
+    assert x["extra_s"] == pytest.approx(32e-6)
+    assert x["extra_reference_s"] == pytest.approx(64e-6)
+    assert x["layer"]["eager"] == pytest.approx(210e-6)
+
+
+def _phases(tmp_path, shapes):
+    its = [{"step": i + 1, "step_s": 5.0 + i, "_get_per_token_logps_and_entropies_s": 0.2,
+            "accelerator_backward_s": 0.1} for i in range(len(shapes))]
+    gens = [{"seconds": 4.0, "batch": 8, "prompt_tokens": w, "new_tokens": 100, "padded_prompts": p} for w, p in shapes]
+    (tmp_path / "ph.jsonl").write_text(json.dumps({"iterations": its, "generate_calls": gens}) + "\n")
+
+
+def test_generate_steps_mark_the_first_step_and_each_shape_the_run_had_not_seen(tmp_path):
+    _phases(tmp_path, [(512, True), (512, True), (511, False), (512, True), (511, False)])
+    g = LB.generate_steps("ph.jsonl", root=tmp_path)
+    assert [s["step"] for s in g["new_shape"]] == [3]
+    assert [s["step"] for s in g["steady"]] == [2, 4, 5]
+    assert g["steps"][0]["first"] and g["steps"][0]["ms_per_token"] == pytest.approx(40.0)
+
+
+def test_generate_steps_refuse_a_record_whose_calls_do_not_match_its_steps(tmp_path):
+    _phases(tmp_path, [(512, True)])
+    rec = json.loads((tmp_path / "ph.jsonl").read_text())
+    rec["generate_calls"] *= 2
+    (tmp_path / "ph.jsonl").write_text(json.dumps(rec) + "\n")
+    with pytest.raises(ValueError, match="2 generate calls for 1 steps"):
+        LB.generate_steps("ph.jsonl", root=tmp_path)
+
+
+def test_the_committed_h100_files_read_as_the_report_says():
+    wins = LB.gpu_windows()
+    sft = [w for w in wins if w["case"].startswith("new-sft")]
+    grpo = [w for w in wins if w["case"] == "new-grpo-l1b"]
+    # the GPU-bound SFT bundles ran at the board's power limit, clocked down; the host-bound GRPO one mostly not
+    assert sft and all(w["capped"] >= 0.9 * w["busy"] > 0 and w["sm_mhz_median"] < w["sm_mhz_max"] for w in sft)
+    assert grpo and all(w["capped"] < 0.5 * w["busy"] for w in grpo)
+    x = LB.liger_decode_extra()
+    assert x["device"] == "NVIDIA H100 80GB HBM3" and x["versions"]["liger-kernel"] == "0.8.5"
+    assert 0 < x["extra_s"] < x["layer"]["eager"]
+    g = LB.generate_steps()
+    assert len(g["steady"]) >= 3 and len(g["new_shape"]) == 1
+    assert all(s["generate_s"] < g["new_shape"][0]["generate_s"] / 2 for s in g["steady"])
+    recs = LB.verify_records()
+    assert {r["case"] for r in recs} >= {"new-grpo-l1b", "new-rloo-q3-0.6b", "new-sft-l1b-4k"}
+    assert all(r["verify"]["gpu"]["power_limit_watts"] == 700 for r in recs)
+
+
+def test_the_models_liger_launch_equivalents_are_the_probes():
+    """advisor.model.speed's Liger constants are read off the committed probe, rounded to whole launches."""
+    from advisor.model import speed as S
+
+    got = LB.liger_launch_equivalents()
+    assert round(got["fwd"]) == S.LIGER_KERNELS_FWD_PER_LAYER
+    assert round(got["bwd"]) == S.LIGER_KERNELS_BWD_PER_LAYER
+    assert round(got["decode"]) == S.LIGER_DECODE_KERNELS_PER_LAYER
+    # Liger's forward costs the host more than the eager ops it replaces, its backward less
+    assert got["fwd"] > S.KERNELS_FWD_PER_LAYER and got["bwd"] < S.KERNELS_BWD_PER_LAYER
+
+
+def test_a_liger_decode_layer_adds_its_launches_to_generation():
+    """The decode term applies to plans with Liger only, and grows the generation time by the layers' launches."""
+    import dataclasses
+
+    from advisor.catalog import resolve_gpu, resolve_model
+    from advisor.core.plan import Plan
+    from advisor.core.target import Target
+    from advisor.model import speed as S
+    from advisor.model.estimate import estimate_plan
+
+    rec = next(r for r in LB.verify_records() if r["case"] == "new-grpo-l1b")
+    plan = Plan(**{k: rec["verify"]["plan"][k] for k in Plan.__dataclass_fields__ if k in rec["verify"]["plan"]})
+    assert plan.liger
+    model, target = resolve_model(rec["model"]), Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=1, nodes=1)
+    with_liger = estimate_plan(model, plan, target)[1].breakdown["generation"]
+    without = estimate_plan(model, dataclasses.replace(plan, liger=False), target)[1].breakdown["generation"]
+    # 16 layers x 256 decode steps x the Liger launches, on a host-bound decode step (the GPU's part is far smaller)
+    extra = 16 * 256 * S.LIGER_DECODE_KERNELS_PER_LAYER * S.DECODE_LAUNCH_SECONDS
+    assert with_liger - without == pytest.approx(extra, rel=0.02)
