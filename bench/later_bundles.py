@@ -65,13 +65,20 @@ def gpu_windows(samples: str = SAMPLES, windows: str = WINDOWS, root: Path = REP
     return out
 
 
-def liger_decode_extra(probe: str = LIGER_PROBE, reference_op_seconds: float | None = None,
-                       root: Path = REPO) -> dict:
+def _host_factor(op_seconds: float) -> float:
+    """The model's scale for a host whose 1-element op takes op_seconds (advisor.model.speed.host_factor, which reads
+    only the target's host_op_seconds)."""
+    from types import SimpleNamespace
+
+    from advisor.model import speed as S
+
+    return S.host_factor(SimpleNamespace(host_op_seconds=op_seconds))
+
+
+def liger_decode_extra(probe: str = LIGER_PROBE, root: Path = REPO) -> dict:
     """Liger's host seconds per decode layer less the eager ops', from the probe's no_grad calls: per op and per
-    layer (DECODE_OPS_PER_LAYER) at the probe's host, and the layer's figure scaled to a host whose 1-element op
-    takes reference_op_seconds (the model's median host by default), as the model scales decode dispatch."""
-    if reference_op_seconds is None:
-        from advisor.model.speed import REFERENCE_HOST_OP_SECONDS as reference_op_seconds
+    layer (DECODE_OPS_PER_LAYER) at the probe's host, and the layer's figure at the model's median host (divided by
+    the probe host's host_factor, as the model scales decode dispatch)."""
     d = json.loads((root / probe).read_text())
     per = {(r["op"], r["impl"]): r["host_forward_nograd_s"] for r in d["rows"]}
     ops = {op: {"liger": per[(op, "liger")], "eager": per[(op, "eager")]} for op in DECODE_OPS_PER_LAYER}
@@ -79,7 +86,7 @@ def liger_decode_extra(probe: str = LIGER_PROBE, reference_op_seconds: float | N
     host_op = d["host_probe"]["nograd_op_us"] * 1e-6
     extra = layer["liger"] - layer["eager"]
     return {"ops": ops, "layer": layer, "extra_s": extra, "host_op_s": host_op,
-            "extra_reference_s": extra * reference_op_seconds / host_op, "device": d.get("device"),
+            "extra_reference_s": extra / _host_factor(host_op), "device": d.get("device"),
             "versions": d.get("versions", {})}
 
 
@@ -119,8 +126,6 @@ def liger_launch_equivalents(probe: str = LIGER_PROBE, root: Path = REPO) -> dic
     the model's own host_factor of the probe host. Forward: the no_grad calls (the probe's forward under autograd is
     timed with its backward); backward: forward + backward less that forward. decode: the forward's extra in decode
     launch-equivalents (DECODE_LAUNCH_SECONDS), which a decode layer adds to its DECODE_KERNELS_PER_LAYER."""
-    from types import SimpleNamespace
-
     from advisor.model import speed as S
 
     d = json.loads((root / probe).read_text())
@@ -129,8 +134,7 @@ def liger_launch_equivalents(probe: str = LIGER_PROBE, root: Path = REPO) -> dic
     def layer(impl: str, key: str) -> float:
         return sum(n * per[(op, impl)][key] for op, n in DECODE_OPS_PER_LAYER.items())
 
-    # host_factor reads only the target's host_op_seconds
-    host = S.host_factor(SimpleNamespace(host_op_seconds=d["host_probe"]["nograd_op_us"] * 1e-6))
+    host = _host_factor(d["host_probe"]["nograd_op_us"] * 1e-6)
     fwd = (layer("liger", "host_forward_nograd_s") - layer("eager", "host_forward_nograd_s")) / host
     both = (layer("liger", "host_forward_backward_s") - layer("eager", "host_forward_backward_s")) / host
     return {"fwd": S.KERNELS_FWD_PER_LAYER + fwd / S.LAUNCH_SECONDS,

@@ -31,15 +31,19 @@ def test_gpu_windows_count_busy_and_capped_samples_of_their_run_only(tmp_path):
     assert w["watts_median"] == 670 and w["sm_mhz_max"] == 1980
 
 
-def test_liger_decode_extra_is_the_layers_liger_less_eager_scaled_by_the_op_time(tmp_path):
+def test_liger_decode_extra_is_the_layers_liger_less_eager_scaled_to_the_median_host(tmp_path):
     rows = [{"op": op, "impl": impl, "host_forward_nograd_s": us * 1e-6}
             for op, impl, us in (("rmsnorm", "eager", 60), ("rmsnorm", "liger", 61), ("rope", "eager", 80),
                                  ("rope", "liger", 80), ("swiglu", "eager", 10), ("swiglu", "liger", 40))]
     (tmp_path / "p.json").write_text(json.dumps({"rows": rows, "host_probe": {"nograd_op_us": 5.0}}))
-    x = LB.liger_decode_extra("p.json", reference_op_seconds=10e-6, root=tmp_path)
-    # two norms, RoPE, the gated product: (2*61 + 80 + 40) - (2*60 + 80 + 10) = 32 us, at a host twice as slow 64
+    x = LB.liger_decode_extra("p.json", root=tmp_path)
+    # two norms, RoPE, the gated product: (2*61 + 80 + 40) - (2*60 + 80 + 10) = 32 us at the probe's host; at the
+    # median host as the model scales host time (its op 8.87 us, host_factor's exponent 0.75)
+    from advisor.model import speed as S
+
     assert x["extra_s"] == pytest.approx(32e-6)
-    assert x["extra_reference_s"] == pytest.approx(64e-6)
+    assert x["extra_reference_s"] == pytest.approx(
+        32e-6 / (5e-6 / S.REFERENCE_HOST_OP_SECONDS) ** S.HOST_FACTOR_EXPONENT)
     assert x["layer"]["eager"] == pytest.approx(210e-6)
 
 
