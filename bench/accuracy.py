@@ -1700,8 +1700,6 @@ def host_bound_draws(later: list[Evaluated], hosts: dict[tuple[str, str], dict])
 
 
 def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> None:
-    from bench import later_bundles as LB
-
     timed = [e for e in later if e.err_step is not None]
     if not timed:
         return
@@ -1742,14 +1740,16 @@ def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> No
       f"{_pct(max(g for _, g in steps), False)} at most; the estimate adds the batch fetch as its data term); "
       f"Liger's kernels on the GPU (the {len(liger_gpu)} Liger micro-batches of {KT.PROBE}: measured kernel time "
       f"over the model's {min(liger_gpu):.2f}-{max(liger_gpu):.2f}).")
-    _later_gpu_and_host(w, later, hosts, LB)
+    _later_gpu_and_host(w, later, hosts)
 
 
-def _later_gpu_and_host(w, later: list[Evaluated], hosts: dict[tuple[str, str], dict], LB) -> None:
+def _later_gpu_and_host(w, later: list[Evaluated], hosts: dict[tuple[str, str], dict]) -> None:
     """The 2026-12-06 H100 measurements of the later bundles: the GPU's clocks under its power cap, Liger's host
     cost per decode layer, the GRPO bundle's step split, and the host-bound bundles' errors by host."""
+    from bench import later_bundles as LB
+
     wins = LB.gpu_windows()
-    gpu_bound = [x for x in wins if x["watts_median"] and x["capped"] >= 0.9 * x["busy"]]
+    gpu_bound = [x for x in wins if x["busy"] and x["capped"] >= LB.CAPPED_SHARE_GPU_BOUND * x["busy"]]
     host_bound = [x for x in wins if x not in gpu_bound]
     liger = LB.liger_decode_extra()
     gen = LB.generate_steps()
@@ -1759,7 +1759,7 @@ def _later_gpu_and_host(w, later: list[Evaluated], hosts: dict[tuple[str, str], 
     draws = host_bound_draws(later, hosts)
     quiet = [d for d in draws if d["spread_pct"] is not None and d["spread_pct"] <= QUIET_SPREAD_PCT]
     loud = [d for d in draws if d not in quiet]
-    board = LB.json.loads((REPO / LB.WINDOWS).read_text())["gpu"]
+    board = json.loads((REPO / LB.WINDOWS).read_text())["gpu"]
     w(f"- Measured on one {board['name']} on 2026-12-06 (`{LB.SAMPLES}`, `{LB.LIGER_PROBE}`, "
       f"`{LB.PHASES}`, `{LB.VERIFY}`; bench/later_bundles.py reads them). The GPU's clocks: through the GPU-bound "
       "bundles (" + ", ".join(f"{x['case']}" for x in {x['case']: x for x in gpu_bound}.values()) + ") the board "

@@ -31,6 +31,9 @@ loading and the idle gaps between steps read 0-30 %."""
 SW_POWER_CAP = 0x4
 """nvidia-smi's clocks_event_reasons bit for the software power cap (the board holding its power limit by clocks;
 nvmlClocksEventReasonSwPowerCap)."""
+CAPPED_SHARE_GPU_BOUND = 0.9
+"""A case whose busy samples were this share or more under the power cap ran GPU-bound the whole time (the SFT
+bundles: 97-99 %); the host-bound GRPO/RLOO bundles read 25-35 %."""
 DECODE_OPS_PER_LAYER = {"rmsnorm": 2, "rope": 1, "swiglu": 1}
 """Liger's patched calls in one Llama decoder layer's forward: two RMSNorms, RoPE on q and k, the SiLU-gated
 product."""
