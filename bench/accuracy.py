@@ -1692,9 +1692,11 @@ def host_bound_draws(later: list[Evaluated], hosts: dict[tuple[str, str], dict])
     for e in later:
         if e.host_share < HOST_BOUND_SHARE or e.err_step is None:
             continue
+        # the row is named "case (gpu)" where the records hold more than one GPU kind, else "case"
         case, _, gpu = e.run.name.partition(" (")
-        key = (case, gpu.rstrip(")") or e.run.knobs.get("gpu", ""))
-        for r in (hosts.get(key) or {}).get("records", []):
+        records = [r for (c, g), d in hosts.items() if c == case and (not gpu or g == gpu.rstrip(")"))
+                   for r in d["records"]]
+        for r in records:
             out.append({"case": e.run.name, **r, "err": e.pred_step / r["median"] - 1})
     return out
 

@@ -756,3 +756,17 @@ def test_the_host_bound_draws_are_each_record_against_the_pooled_prediction(repo
     gpu_bound = [w for w in LB.gpu_windows() if w["busy"] and w["capped"] >= LB.CAPPED_SHARE_GPU_BOUND * w["busy"]]
     assert (f"in {sum(w['capped'] for w in gpu_bound)} of {sum(w['busy'] for w in gpu_bound)} busy samples"
             in doc)
+
+
+def test_host_bound_draws_find_the_records_of_a_row_named_without_its_gpu():
+    """Where the later records hold one GPU kind the rows are named by case alone; their records are found all the
+    same, and a GPU-bound row has none."""
+    from types import SimpleNamespace as NS
+
+    hosts = {("c", "H200"): {"records": [{"file": "f", "op_us": 9.0, "median": 2.0, "spread_pct": 1.0}]}}
+    row = NS(run=NS(name="c"), host_share=0.9, err_step=0.1, pred_step=2.2)
+    gpu_bound = NS(run=NS(name="c"), host_share=0.1, err_step=0.1, pred_step=2.2)
+    [d] = A.host_bound_draws([row, gpu_bound], hosts)
+    assert d["err"] == pytest.approx(0.1) and d["case"] == "c"
+    named = NS(run=NS(name="c (H100-80GB)"), host_share=0.9, err_step=0.1, pred_step=2.2)
+    assert A.host_bound_draws([named], hosts) == []
