@@ -1817,7 +1817,10 @@ def _later_gpu_and_host(w, later: list[Evaluated], hosts: dict[tuple[str, str], 
          f"of the model's median-host generation where that host's op took "
          f"{gen['host_probe']['before']['nograd_op_us'] * 1e-6 / S.REFERENCE_HOST_OP_SECONDS:.2f} of the median host's, "
          if grpo else "")
-      + "so verify's host-scaled figure (linear in the op time) reads such a host too fast; a run is judged on the "
+      + f"so verify's host-scaled figure (the op time's ratio to the power {S.HOST_FACTOR_EXPONENT}, "
+      + (f"{(gen['host_probe']['before']['nograd_op_us'] * 1e-6 / S.REFERENCE_HOST_OP_SECONDS) ** S.HOST_FACTOR_EXPONENT:.2f} "
+         "there) " if grpo else "")
+      + "reads such a host too fast; a run is judged on the "
       "median-host prediction, and its speed band widens by its own steps' spread (docs/verify.md).")
 
 

@@ -78,14 +78,20 @@ def _host_factor(op_seconds: float) -> float:
     return S.host_factor(SimpleNamespace(host_op_seconds=op_seconds))
 
 
+def _layer(rows: list[dict], impl: str, key: str) -> float:
+    """Seconds (timing `key`) of one layer's patched calls (DECODE_OPS_PER_LAYER) in implementation `impl`."""
+    per = {(r["op"], r["impl"]): r[key] for r in rows if key in r}
+    return sum(n * per[(op, impl)] for op, n in DECODE_OPS_PER_LAYER.items())
+
+
 def liger_decode_extra(probe: str = LIGER_PROBE, root: Path = REPO) -> dict:
     """Liger's host seconds per decode layer less the eager ops', from the probe's no_grad calls: per op and per
     layer (DECODE_OPS_PER_LAYER) at the probe's host, and the layer's figure at the model's median host (divided by
     the probe host's host_factor, as the model scales decode dispatch)."""
     d = json.loads((root / probe).read_text())
-    per = {(r["op"], r["impl"]): r["host_forward_nograd_s"] for r in d["rows"]}
-    ops = {op: {"liger": per[(op, "liger")], "eager": per[(op, "eager")]} for op in DECODE_OPS_PER_LAYER}
-    layer = {impl: sum(n * ops[op][impl] for op, n in DECODE_OPS_PER_LAYER.items()) for impl in ("liger", "eager")}
+    ops = {op: {r["impl"]: r["host_forward_nograd_s"] for r in d["rows"] if r["op"] == op}
+           for op in DECODE_OPS_PER_LAYER}
+    layer = {impl: _layer(d["rows"], impl, "host_forward_nograd_s") for impl in ("liger", "eager")}
     host_op = d["host_probe"]["nograd_op_us"] * 1e-6
     extra = layer["liger"] - layer["eager"]
     return {"ops": ops, "layer": layer, "extra_s": extra, "host_op_s": host_op,
@@ -132,14 +138,10 @@ def liger_launch_equivalents(probe: str = LIGER_PROBE, root: Path = REPO) -> dic
     from advisor.model import speed as S
 
     d = json.loads((root / probe).read_text())
-    per = {(r["op"], r["impl"]): r for r in d["rows"]}
-
-    def layer(impl: str, key: str) -> float:
-        return sum(n * per[(op, impl)][key] for op, n in DECODE_OPS_PER_LAYER.items())
-
+    rows = d["rows"]
     host = _host_factor(d["host_probe"]["nograd_op_us"] * 1e-6)
-    fwd = (layer("liger", "host_forward_nograd_s") - layer("eager", "host_forward_nograd_s")) / host
-    both = (layer("liger", "host_forward_backward_s") - layer("eager", "host_forward_backward_s")) / host
+    fwd = (_layer(rows, "liger", "host_forward_nograd_s") - _layer(rows, "eager", "host_forward_nograd_s")) / host
+    both = (_layer(rows, "liger", "host_forward_backward_s") - _layer(rows, "eager", "host_forward_backward_s")) / host
     return {"fwd": S.KERNELS_FWD_PER_LAYER + fwd / S.LAUNCH_SECONDS,
             "bwd": S.KERNELS_BWD_PER_LAYER + (both - fwd) / S.LAUNCH_SECONDS,
             "decode": fwd / S.DECODE_LAUNCH_SECONDS, "host_factor": host}

@@ -135,8 +135,9 @@ norms, RoPE, the gated product) Liger's forward took 252 us on the host against 
 (bench.later_bundles.liger_launch_equivalents, which tests/bench/test_later_bundles.py holds these to). It was 36
 before, an assumption (four launches costing six eager ones each), which credited Liger with host time it does not
 save; bench/dispatch_terms.py's whole-model tiny steps (H200) read Liger's forward dearer than eager's too (49 against
-40 launch-equivalents per layer). With the probe's values here and in LIGER_DECODE_KERNELS_PER_LAYER, the step time's median |error| moved on the
-fit rows 4.27 -> 4.24 %, on the holdout 3.99 -> 3.88 %, and the later verify bundles' worst fell 28.3 -> 26.3 %."""
+40 launch-equivalents per layer). With the probe's values here and in LIGER_DECODE_KERNELS_PER_LAYER, the step
+time's median |error| moved on the fit rows 4.27 -> 4.24 %, on the holdout 3.99 -> 3.88 %, and the later verify
+bundles' worst fell 28.3 -> 26.3 % (docs/accuracy.md)."""
 LIGER_KERNELS_BWD_PER_LAYER = 65
 """... and its backward: the probe's forward + backward with autograd, 1,041 us against the eager 1,100 us, less the
 forward above: 70 - 4.7 (it was 64)."""
