@@ -15,7 +15,10 @@ _calculate_rewards, _get_per_token_logps_and_entropies) and each transformers ge
 its batch, prompt width and the tokens it added (record["generate_calls"]). Host seconds, no synchronisation added
 inside the step but around those generate calls (generation syncs every decode step anyway); each iteration ends
 synchronised (the callback, as train.py's). The host's dispatch speed (bench.host_probe) is measured before and
-after, so runs on different machines can be put side by side. Writes one JSON document to $BUNDLE_PHASES_OUT.
+after, so runs on different machines can be put side by side. Each step and each generate call also records what
+it added to the one-time costs' counters (one_time_counts: kernels Triton compiled, the allocator's cudaMalloc and
+cudaFree calls and retries), so a slow step can be told apart from a slow host. Writes one JSON document to
+$BUNDLE_PHASES_OUT.
 
 BUNDLE_PHASES_PROFILE="cprofile:5,torch:6" also profiles those optimizer steps (1-based), each from its begin to its
 end: cProfile for the Python functions the host spends the step in (top functions by own time, with call counts),
@@ -83,6 +86,40 @@ def fold(events: list[tuple[str, float, float]], t_from: float, t_to: float) -> 
     return out
 
 
+def triton_cache_dir() -> str:
+    """Where Triton writes the kernels it compiles (triton/runtime/cache.py: $TRITON_CACHE_DIR, else
+    ~/.triton/cache): one folder per compiled kernel."""
+    return os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
+
+
+def one_time_counts(torch, cuda: bool) -> dict[str, int]:
+    """Counters of the one-time costs a step can pay: kernels Triton compiled so far (folders in its cache; a Liger
+    kernel is compiled again for each new specialisation, e.g. an integer argument's divisibility by 16), graphs
+    torch.compile traced (where torch._dynamo is loaded), and the
+    caching allocator's cudaMalloc calls, cudaFree calls and retries after a failed allocation (each retry frees
+    the cache and synchronises)."""
+    try:
+        kernels = sum(1 for e in os.scandir(triton_cache_dir()) if e.is_dir())
+    except OSError:
+        kernels = 0
+    out = {"triton_kernels": kernels}
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is not None:
+        # graphs torch.compile traced so far (a recompile for a new shape is one more); read only where something
+        # already imported torch._dynamo, so the count costs no import
+        out["compiled_graphs"] = int(dynamo.counters["stats"]["unique_graphs"])
+    if cuda:
+        stats = torch.cuda.memory_stats()
+        out.update(cuda_mallocs=int(stats.get("num_device_alloc", 0)), cuda_frees=int(stats.get("num_device_free", 0)),
+                   alloc_retries=int(stats.get("num_alloc_retries", 0)))
+    return out
+
+
+def count_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What a step added to each counter of one_time_counts."""
+    return {f"{k}_added": after[k] - before.get(k, 0) for k in after}
+
+
 def timed(fn, kind: str, events: list):
     def wrapper(*args, **kwargs):
         t0 = time.perf_counter()
@@ -127,6 +164,7 @@ def main() -> int:
             if cuda:
                 torch.cuda.synchronize()
             self.t_last = time.perf_counter()
+            self.counts = one_time_counts(torch, cuda)
 
         def on_step_begin(self, args, state, control, **kwargs):
             self.kind = profiles.get(state.global_step + 1)
@@ -156,8 +194,11 @@ def main() -> int:
                                                           **torch_top(self.prof)})
             # the batch fetch of this iteration ran before on_step_begin, so the window opens at the last step's end
             # (the logging of that step, which runs after on_step_end, falls in this window too)
+            counts = one_time_counts(torch, cuda)
             record["iterations"].append({"step": state.global_step, "profiled": self.kind, "iter_s": round(t1 - self.t_last, 6),
-                                         "step_s": round(t1 - self.t_begin, 6), **fold(events, self.t_last, t1)})
+                                         "step_s": round(t1 - self.t_begin, 6), **fold(events, self.t_last, t1),
+                                         **count_deltas(self.counts, counts)})
+            self.counts = counts
             self.t_last = time.perf_counter()
 
     original_train = transformers.Trainer.train
@@ -188,6 +229,7 @@ def main() -> int:
         # generation term predicts (the prefill's share is one forward of the prompts)
         if cuda:
             torch.cuda.synchronize()
+        before = one_time_counts(torch, cuda)
         t0 = time.perf_counter()
         out = generate(self, *args, **kwargs)
         if cuda:
@@ -200,7 +242,8 @@ def main() -> int:
                 {"seconds": round(t1 - t0, 6), "batch": int(seqs.shape[0]), "prompt_tokens": int(ids.shape[1]),
                  "new_tokens": int(seqs.shape[1] - ids.shape[1]),
                  "padded_prompts": bool(kwargs.get("attention_mask") is not None
-                                        and not bool(kwargs["attention_mask"].all()))})
+                                        and not bool(kwargs["attention_mask"].all())),
+                 **count_deltas(before, one_time_counts(torch, cuda))})
         events.append(("generate", t0, t1))
         return out
 

@@ -8,6 +8,9 @@ files, for docs/accuracy.md's known-gap line (bench.accuracy).
   scaled to the model's median host.
 - generate_steps: the GRPO bundle's generate calls under bench/bundle_phases.py: milliseconds per decode step, and
   the calls whose batch had a width the run had not seen before.
+- new_width_costs: what a prompt width the process had not run before costs (bench/shape_probe.py, one H200 and one
+  H100): generate's and the forward + backward's seconds over those of widths seen before, the kernels Triton
+  compiled meanwhile, and, under the profiler, the op that took the extra.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ SAMPLES = "bench/results/gpu-samples-h100-2026-12-06.csv"
 WINDOWS = "bench/results/gpu-samples-h100-2026-12-06.windows.json"
 LIGER_PROBE = "bench/results/liger-probe-h100-2026-12-06.json"
 PHASES = "bench/results/bundle-phases-h100-2026-12-06.jsonl"
+PHASES_COUNTERS = "bench/results/bundle-phases-h100-2026-12-06-counters.jsonl"
 VERIFY = "bench/results/verify-h100-2026-12-06.jsonl"
+VERIFY_AGAIN = "bench/results/verify-h100-2026-12-06-again.jsonl"
+"""verify's records of the run beside PHASES_COUNTERS: the same commit's bundles, so the same plans."""
+SHAPE_PROBES = ("bench/results/shape-probe-h200-2026-12-06.json", "bench/results/shape-probe-h100-2026-12-06.json")
 
 BUSY_UTILIZATION_PCT = 50
 """A sample counts as the case's training when the GPU was busy at least this share of nvidia-smi's window: model
@@ -145,3 +152,40 @@ def liger_launch_equivalents(probe: str = LIGER_PROBE, root: Path = REPO) -> dic
     return {"fwd": S.KERNELS_FWD_PER_LAYER + fwd / S.LAUNCH_SECONDS,
             "bwd": S.KERNELS_BWD_PER_LAYER + (both - fwd) / S.LAUNCH_SECONDS,
             "decode": fwd / S.DECODE_LAUNCH_SECONDS, "host_factor": host}
+
+
+def new_width_costs(probes: tuple[str, ...] = SHAPE_PROBES, root: Path = REPO) -> list[dict]:
+    """Per probe file and Liger on or off: the median generate and forward + backward seconds of the calls at a width
+    seen before (the first call, which pays the process's own warm-up, and profiled calls left out), and each call at
+    a new width after the first (unprofiled) as seconds over those medians, with the kernels Triton compiled during
+    it and the cudaMalloc calls it made. Where the file profiled a new width and then the same width again: the ops
+    whose host seconds grew the most between the two, with both figures."""
+    out = []
+    for rel in probes:
+        d = json.loads((root / rel).read_text())
+        for liger in (False, True):
+            rows = [r for r in d["rows"] if r["liger"] is liger]
+            seen = [r for r in rows if r["width_seen_before"] and not r.get("profiled")]
+            if not seen:
+                continue
+            gen = statistics.median(r["generate_s"] for r in seen)
+            fwd = statistics.median(r["forward_backward_s"] for r in seen)
+            new = [{"width": r["prompt_width"], "generate_extra_s": r["generate_s"] - gen,
+                    "forward_backward_extra_s": r["forward_backward_s"] - fwd,
+                    "triton_kernels": r["generate"]["triton_kernels_added"] + r["forward_backward"]["triton_kernels_added"],
+                    "cuda_mallocs": r["generate"].get("cuda_mallocs_added", 0) + r["forward_backward"].get("cuda_mallocs_added", 0)}
+                   for r in rows if r["call"] > 1 and not r["width_seen_before"] and not r.get("profiled")]
+            grew = []
+            prof = [r for r in rows if r.get("profiled")]
+            if len(prof) == 2 and not prof[0]["width_seen_before"] and prof[1]["width_seen_before"]:
+                first = {o["name"]: o["self_host_s"] for o in prof[0]["top_ops"]}
+                again = {o["name"]: o["self_host_s"] for o in prof[1]["top_ops"]}
+                grew = sorted(({"op": k, "new_s": v, "seen_s": again.get(k)} for k, v in first.items()),
+                              key=lambda x: -(x["new_s"] - (x["seen_s"] or 0.0)))[:3]
+            out.append({"file": rel, "gpu": d.get("gpu"), "liger": liger, "batch": d["batch"],
+                        "new_tokens": d["new_tokens"], "train_batch": d["train_batch"],
+                        "seen_generate_s": gen, "seen_forward_backward_s": fwd, "new": new, "grew": grew,
+                        "seen_generate_range_s": (min(r["generate_s"] for r in seen), max(r["generate_s"] for r in seen)),
+                        "seen_widths_again": sorted({r["prompt_width"] for r in seen if r["prompt_width"] != rows[0]["prompt_width"]}),
+                        "versions": d.get("versions", {})})
+    return out

@@ -243,7 +243,8 @@ def _for_host(b: _Bundle, host) -> dict:
     (Target.host_op_seconds, advisor.model.speed.host_factor). Reported next to the prediction, not put in its place:
     over the calibration's probed records it lowers the median error of the host-bound ones (14.5 -> 12.5 %) but
     not in every round of measurements (docs/accuracy.md, step time measured more than once), so a run is still
-    judged against the median host's estimate, the one the speed band was set for."""
+    judged against the median host's estimate, the one the speed band was set for; a plan predicted mostly host-bound
+    also passes inside the band around this estimate (advisor.verify.steps.within_host_estimate)."""
     from advisor.model.speed import REFERENCE_HOST_OP_SECONDS, estimate_speed, host_factor
 
     doc = {**host.to_json(), "reference_op_seconds": REFERENCE_HOST_OP_SECONDS, "factor": None}

@@ -46,6 +46,35 @@ def test_timed_wrapper_records_the_call_even_when_it_raises():
     assert [e[0] for e in events] == ["boom"] and events[0][2] >= events[0][1]
 
 
+def test_one_time_counts_read_the_triton_cache_and_count_deltas_subtract(tmp_path, monkeypatch):
+    """A step's compiles are the kernel folders Triton's cache gained during it; files beside them are not kernels."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "note.txt").write_text("x")
+    monkeypatch.delitem(sys.modules, "torch._dynamo.utils", raising=False)  # nothing loaded torch.compile
+    assert B.one_time_counts(None, cuda=False) == {"triton_kernels": 1}
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    after = B.one_time_counts(None, cuda=False)
+    assert B.count_deltas({"triton_kernels": 1}, after) == {"triton_kernels_added": 2}
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "missing"))
+    assert B.one_time_counts(None, cuda=False) == {"triton_kernels": 0}
+
+
+def test_one_time_counts_read_torch_compiles_graphs_once_dynamo_is_loaded(monkeypatch, tmp_path):
+    """A graph torch.compile traces (a recompile for a new shape is one more) is counted where torch._dynamo is
+    loaded; the count imports nothing."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    import torch._dynamo.utils as dynamo_utils
+
+    before = B.one_time_counts(torch, cuda=False)
+    monkeypatch.setitem(dynamo_utils.counters["stats"], "unique_graphs",
+                        dynamo_utils.counters["stats"]["unique_graphs"] + 2)
+    assert B.count_deltas(before, B.one_time_counts(torch, cuda=False)) == {"triton_kernels_added": 0,
+                                                                            "compiled_graphs_added": 2}
+
+
 def run_bundle(tmp_path: Path, generate: list[str], tiny: dict, steps: int, profile: str = "") -> dict:
     """Generate a bundle, run its train.py on the CPU through bundle_phases with a tiny random model, and return
     the JSON document it wrote."""
@@ -84,6 +113,8 @@ def test_a_generated_bundle_runs_through_it_on_the_cpu(tmp_path):
         assert 0 < it["compute_loss_s"] + it["accelerator_backward_s"] <= it["iter_s"]
     # the logging of a step falls in the next window (it runs after on_step_end)
     assert "_maybe_log_save_evaluate_calls" not in its[0] and its[1]["_maybe_log_save_evaluate_calls"] == 1
+    # the one-time costs' counters are read on the CPU too (Triton's cache; no allocator counters there)
+    assert all(it["triton_kernels_added"] >= 0 and "cuda_mallocs_added" not in it for it in its)
     kinds = {p["kind"]: p for p in doc["profiles"]}
     assert kinds["cprofile"]["top"] and kinds["torch"]["ops"]
     assert doc["versions"]["trl"] and doc["host_probe"]["before"]["python_call_us"] > 0

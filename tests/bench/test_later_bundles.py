@@ -120,3 +120,45 @@ def test_a_liger_decode_layer_adds_its_launches_to_generation():
     # 16 layers x 256 decode steps x the Liger launches, on a host-bound decode step (the GPU's part is far smaller)
     extra = 16 * 256 * S.LIGER_DECODE_KERNELS_PER_LAYER * S.DECODE_LAUNCH_SECONDS
     assert with_liger - without == pytest.approx(extra, rel=0.02)
+
+
+def _shape_row(call, width, seen, gen, fb, liger=False, kernels=0, profiled=False, top=None):
+    row = {"liger": liger, "call": call, "prompt_width": width, "width_seen_before": seen, "generate_s": gen,
+           "forward_backward_s": fb, "generate": {"triton_kernels_added": kernels, "cuda_mallocs_added": 0},
+           "forward_backward": {"triton_kernels_added": 0, "cuda_mallocs_added": 1}}
+    if profiled:
+        row.update(profiled=True, top_ops=top)
+    return row
+
+
+def test_new_width_costs_are_each_new_width_over_the_seen_widths_median(tmp_path):
+    rows = [_shape_row(1, 512, False, 9.0, 1.0),  # the process's own warm-up: neither seen nor scored
+            _shape_row(2, 512, True, 1.5, 0.1), _shape_row(3, 511, False, 3.5, 0.9),
+            _shape_row(4, 511, True, 1.7, 0.1), _shape_row(5, 500, False, 2.0, 0.3),
+            _shape_row(6, 489, False, 3.0, 0.3, profiled=True,
+                       top=[{"name": "attn", "self_host_s": 1.0}, {"name": "mm", "self_host_s": 0.2}]),
+            _shape_row(7, 489, True, 2.0, 0.1, profiled=True,
+                       top=[{"name": "mm", "self_host_s": 0.2}, {"name": "attn", "self_host_s": 0.05}])]
+    (tmp_path / "p.json").write_text(json.dumps({"gpu": "G", "batch": 64, "new_tokens": 64, "train_batch": 8,
+                                                 "rows": rows}))
+    [c] = LB.new_width_costs(("p.json",), root=tmp_path)  # no Liger rows: one entry
+    # seen, unprofiled: calls 2 and 4 (medians 1.6 s and 0.1 s); new after the first: calls 3 and 5
+    assert c["seen_generate_s"] == pytest.approx(1.6) and c["seen_forward_backward_s"] == pytest.approx(0.1)
+    assert [(n["width"], round(n["generate_extra_s"], 3), round(n["forward_backward_extra_s"], 3), n["cuda_mallocs"])
+            for n in c["new"]] == [(511, 1.9, 0.8, 1), (500, 0.4, 0.2, 1)]
+    assert c["seen_widths_again"] == [511] and c["seen_generate_range_s"] == (1.5, 1.7)
+    # the profiled pair: the op whose host time grew most from the new width's call to the same width again
+    assert c["grew"][0] == {"op": "attn", "new_s": 1.0, "seen_s": 0.05}
+
+
+def test_the_committed_shape_probes_put_a_new_widths_cost_in_cudnn_attention_not_triton():
+    costs = LB.new_width_costs()
+    eager = [c for c in costs if not c["liger"]]
+    assert {c["gpu"] for c in eager} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
+    for c in eager:
+        # the first new width (511) costs over a second more to generate, and the eager model compiles nothing
+        assert c["new"][0]["width"] == 511 and c["new"][0]["generate_extra_s"] > 1.0
+        assert all(n["triton_kernels"] == 0 for n in c["new"])
+    [h100] = [c for c in eager if c["grew"]]
+    top = h100["grew"][0]
+    assert top["op"] == "aten::_cudnn_attention_forward" and top["new_s"] > 10 * top["seen_s"]

@@ -51,8 +51,8 @@ def test_the_accuracy_figures_are_the_report_s():
     slower = sum(e.err_step < 0 for e in report.later_verify_rows if e.err_step is not None)
     assert (f"{later['n']} more since, of workloads no benchmark row ran, on an H200 and an H100: peak within "
             f"{pct(later['mem_worst'])}, step time median {pct(later['time_median'])}, worst "
-            f"{pct(later['time_worst'])}, every case slower than predicted at the median of its runs") in text
-    assert slower == later["n"]  # "every case": revise the sentence when a later bundle runs faster than predicted
+            f"{pct(later['time_worst'])}, {slower} of the {later['n']} slower than predicted at the median of their "
+            "runs") in text
     draws = [d["err"] for d in A.host_bound_draws(report.later_verify_rows, A.later_verify_hosts())]
     assert f"their single runs {100 * min(draws):+.1f} % to {100 * max(draws):+.1f} %" in text
     assert f"keep {round(100 * FSDP2_UNEXPLAINED_MARGIN_FRACTION)} % of the GPU as extra headroom" in text

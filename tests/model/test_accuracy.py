@@ -81,10 +81,17 @@ def test_later_verify_runs_are_one_run_per_case_and_gpu_kind_each_predicted_on_i
     h100, h200 = later["new-grpo-l1b (H100-80GB)"], later["new-grpo-l1b (H200)"]
     assert (h100.run.knobs["micro_batch"], h200.run.knobs["micro_batch"]) == (32, 64)
     assert h100.capacity < h200.capacity
-    # the H100 case ran three times with the same plan (two hosts of 2026-12-05, one of 2026-12-06): its step time is
-    # the median of the three records
-    assert len(h100.run.step_records) == 3
-    assert h100.run.step_seconds == statistics.median(h100.run.step_records)
+    # a case's step time is the median over its records of the plan its last record ran (the planner's pick changed
+    # for the H100 GRPO case on 2026-12-06: Liger off), each counted from the files here
+    for e in report.later_verify_rows:
+        case, _, gpu = e.run.name.partition(" (")
+        recs = [r for rel in A.VERIFY_LATER for r in A._read_jsonl(A.REPO / rel)
+                if r.get("case") == case and r.get("status") == "ok" and (not gpu or r.get("gpu") == gpu.rstrip(")"))
+                and ((r.get("verify") or {}).get("measured") or {}).get("tokens_per_second")]
+        same = [r for r in recs if r["verify"]["plan"] == recs[-1]["verify"]["plan"]]
+        assert len(e.run.step_records) == len(same), e.run.name
+        assert e.run.step_seconds == statistics.median(e.run.step_records)
+    assert len(later["new-rloo-q3-0.6b (H100-80GB)"].run.step_records) == 4  # two hosts a day, 2026-12-05 and -06
     assert {e.run.split for e in report.later_verify_rows} == {"verify"}
     # a run that stopped before its first step for another reason than memory is neither a speed nor a demand
     assert "new-kto-q3-1.7b (H200)" not in later and all(e.run.status == "ok" for e in later.values())
@@ -92,10 +99,13 @@ def test_later_verify_runs_are_one_run_per_case_and_gpu_kind_each_predicted_on_i
 
 def test_a_verify_record_of_unpadded_prompts_is_estimated_as_it_ran(report):
     """The 2026-12-03 RLOO bundle's prompts had one length (FIXED_LENGTH_VERIFY): its peak is the fixed-length
-    estimate's, while the H100 run of the padded bundle written since is estimated padded."""
+    estimate's, while the runs of the padded bundle written since (on an H200 and an H100) are estimated padded."""
     later = {e.run.name: e for e in report.later_verify_rows}
-    fixed, padded = later["new-rloo-q3-0.6b (H200)"], later["new-rloo-q3-0.6b (H100-80GB)"]
+    [fixed] = [e for e in A.load_verify_1201(("bench/results/verify-h200-2026-12-03-new-2.jsonl",))
+               if e.run.name == "new-rloo-q3-0.6b"]
+    padded = later["new-rloo-q3-0.6b (H200)"]  # its last record is the padded bundle's of 2026-12-06
     assert abs(fixed.err_allocated) < 0.01 and abs(padded.err_allocated) < 0.01
+    assert abs(later["new-rloo-q3-0.6b (H100-80GB)"].err_allocated) < 0.01
     assert fixed.pred_allocated < padded.pred_allocated - 3 * (1 << 30)
 
 
@@ -744,10 +754,15 @@ def test_the_host_bound_draws_are_each_record_against_the_pooled_prediction(repo
     from bench import later_bundles as LB
 
     draws = A.host_bound_draws(report.later_verify_rows, A.later_verify_hosts())
-    pred = {e.run.name: e.pred_step for e in report.later_verify_rows}
     assert len(draws) >= 8
+    # each record is scored on the plan it ran: the H100 GRPO records of 2026-12-05 and the first of 2026-12-06 ran
+    # with Liger, the pooled row's last record without
     for d in draws:
-        assert d["err"] == pytest.approx(pred[d["case"]] / d["median"] - 1)
+        own = A.verify_plan_prediction(d["file"], d["case"].split(" (")[0])["step"]
+        if (d["file"], d["case"].split(" (")[0]) not in A.FIXED_LENGTH_VERIFY:
+            assert d["err"] == pytest.approx(own / d["median"] - 1)
+    pred = {e.run.name: e.pred_step for e in report.later_verify_rows}
+    assert any(d["err"] != pytest.approx(pred[d["case"]] / d["median"] - 1) for d in draws)
     quiet = [d for d in draws if d["spread_pct"] <= A.QUIET_SPREAD_PCT]
     doc = (A.REPO / A.DOC).read_text()
     assert quiet and all(f"{d['case']} {100 * d['err']:+.1f}% (op {d['op_us']:.1f} us)" in doc for d in quiet)
@@ -770,3 +785,20 @@ def test_host_bound_draws_find_the_records_of_a_row_named_without_its_gpu():
     assert d["err"] == pytest.approx(0.1) and d["case"] == "c"
     named = NS(run=NS(name="c (H100-80GB)"), host_share=0.9, err_step=0.1, pred_step=2.2)
     assert A.host_bound_draws([named], hosts) == []
+
+
+def test_the_report_quotes_the_new_width_measurements_and_the_plan_each_phases_run_ran(report):
+    """The known-gap paragraph quotes bench/shape_probe.py's files as bench.later_bundles reads them, and sets each
+    bundle_phases run beside the model's figure for the plan that run ran (with Liger, then without)."""
+    from bench import later_bundles as LB
+
+    doc = " ".join((A.REPO / A.DOC).read_text().split())
+    for c in LB.new_width_costs():
+        for g in c["grew"][:1]:
+            assert f"{g['op']} {g['new_s']:.2f} s against {g['seen_s']:.2f} s" in doc
+        if not c["liger"]:
+            assert all(f"{n['width']} wide {n['generate_extra_s']:+.2f} s" in doc for n in c["new"])
+    liger, now = (A.verify_plan_prediction(rel, "new-grpo-l1b") for rel in (LB.VERIFY, LB.VERIFY_AGAIN))
+    assert liger["liger"] and not now["liger"]
+    assert f"the model gives {liger['generation']:.2f} s and {liger['step'] - liger['generation']:.2f} s" in doc
+    assert f"the model gives {now['generation']:.2f} s and {now['step'] - now['generation']:.2f} s" in doc

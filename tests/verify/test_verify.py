@@ -570,3 +570,46 @@ def test_verify_refuses_limits_that_are_no_limits(tmp_path, kwargs, said):
 
     with pytest.raises(AdvisorError, match=said):
         verify(str(tmp_path), dry_run=True, **kwargs)
+
+
+def _grpo_bundle(tmp_path):
+    p = plan(trainer="grpo", vllm_mode="none", num_generations=4, max_completion_len=128, seq_len=512,
+             micro_batch=8, grad_accum=1, grad_ckpt=True)
+    return make_bundle(tmp_path, p)
+
+
+def test_a_host_bound_run_inside_the_band_around_its_hosts_estimate_passes(tmp_path):
+    """A quiet host dispatches faster than the calibration's median host: a host-bound plan then runs faster than the
+    median host's prediction. Outside that band but inside the same band around the model's estimate for the host, it
+    passes and says so; a GPU-bound plan on the same host is judged on the median host's prediction alone."""
+    from advisor.model.speed import REFERENCE_HOST_OP_SECONDS
+    from advisor.verify.hostspeed import HostSpeed
+    from advisor.verify.limits import SPEED_TOLERANCE_PCT
+
+    quiet = lambda: HostSpeed(0.6 * REFERENCE_HOST_OP_SECONDS, "measured")  # noqa: E731
+    bundle = _grpo_bundle(tmp_path / "g")
+    probe = _verify(bundle, _speed_run(bundle, 1.0), host_speed=quiet)
+    host_tps, pred_tps = probe.host["tokens_per_second"], probe.predicted["tokens_per_second"]
+    assert host_tps > pred_tps * (1 + SPEED_TOLERANCE_PCT / 100)  # the host's estimate lies beyond the band
+    # a run at the host's estimate: outside the median host's band, inside the host's
+    outcome = _verify(bundle, _speed_run(bundle, pred_tps / host_tps), host_speed=quiet)
+    speed = outcome.step("speed")
+    assert speed.status == "pass", speed.detail
+    assert "inside it around this host's (+0.0 %)" in speed.detail and "faster" not in speed.detail
+    # beyond both bands it still fails, as faster than predicted
+    beyond = _verify(bundle, _speed_run(bundle, pred_tps / host_tps / 1.3), host_speed=quiet)
+    assert beyond.step("speed").status == "fail" and "faster than predicted" in beyond.step("speed").detail
+    # unmeasured host: the median host's band alone
+    plain = _verify(bundle, _speed_run(bundle, pred_tps / host_tps))
+    assert plain.step("speed").status == "fail"
+
+
+def test_a_gpu_bound_run_is_not_judged_on_its_hosts_estimate(tmp_path):
+    from advisor.model.speed import REFERENCE_HOST_OP_SECONDS
+    from advisor.verify.hostspeed import HostSpeed
+    from advisor.verify.limits import SPEED_TOLERANCE_PCT
+
+    bundle = make_bundle(tmp_path)
+    fast = 1 / (1 + SPEED_TOLERANCE_PCT / 100 + 0.02)
+    outcome = _verify(bundle, _speed_run(bundle, fast), host_speed=lambda: HostSpeed(0.6 * REFERENCE_HOST_OP_SECONDS, "m"))
+    assert outcome.step("speed").status == "fail" and "faster than predicted" in outcome.step("speed").detail
