@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -1588,6 +1588,70 @@ def _verify_later_section(w, verify: list[Evaluated]) -> None:
       "step for another reason than memory (verify's record says out_of_memory false) is left out: the H200 KTO "
       "case of 2026-12-03 (docs/verify.md), run again on the H100.")
     _verify_runs_table(w, verify)
+    _later_host_scaled_paragraph(w)
+
+
+def later_host_scaled(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) -> list[dict]:
+    """Every later verify record that measured its host, predicted twice by the model in this commit for the plan it
+    ran: at the calibration's median host and at its own (Target.host_op_seconds = the op time verify measured), as
+    verify reports both. Per record: case, GPU, file, op time (us), its timed steps' spread (%), and each error
+    (predicted / measured step - 1)."""
+    out = []
+    for rel in paths:
+        for rec in _read_jsonl(root / rel):
+            v = rec.get("verify") or {}
+            m, op = v.get("measured") or {}, (v.get("host") or {}).get("op_seconds")
+            if rec.get("status") != "ok" or not m.get("tokens_per_second") or not v.get("plan") or not op \
+                    or v["plan"].get("unsloth"):
+                continue
+            plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
+            target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+            model = resolve_model(rec["model"])
+            with fixed_length_batches() if (rel, rec["case"]) in FIXED_LENGTH_VERIFY else contextlib.nullcontext():
+                _, median_host = estimate_plan(model, plan, target)
+                _, own_host = estimate_plan(model, plan, replace(target, host_op_seconds=op))
+            step = plan.tokens_per_step / m["tokens_per_second"]
+            out.append({"case": rec["case"], "gpu": rec["gpu"], "file": rel, "op_us": op * 1e6,
+                        "spread_pct": m.get("step_seconds_spread_pct"),
+                        "err_median_host": median_host.step_seconds / step - 1,
+                        "err_own_host": own_host.step_seconds / step - 1})
+    return out
+
+
+def _err_stats(errs: list[float]) -> str:
+    return f"{_pct(_median([abs(x) for x in errs]), False)} / {_pct(max(errs, key=abs))}"
+
+
+def _later_host_scaled_paragraph(w) -> None:
+    recs = later_host_scaled()
+    if not recs:
+        return
+    quiet = [r for r in recs if r["spread_pct"] is not None and r["spread_pct"] <= QUIET_SPREAD_PCT]
+    loud = [r for r in recs if r not in quiet]
+    w("")
+    trained = sum(1 for rel in VERIFY_LATER for r in _read_jsonl(REPO / rel) if r.get("status") == "ok"
+                  and ((r.get("verify") or {}).get("measured") or {}).get("tokens_per_second")
+                  and not ((r.get("verify") or {}).get("plan") or {}).get("unsloth"))
+    w(f"Each of these records that measured its host ({len(recs)} of the {trained} that trained), predicted by this "
+      "commit for the plan it ran twice, at the calibration's median host and at its "
+      "own host's 1-element op time (what verify reports beside its prediction as \"this host\"), median |error| / "
+      "worst, with its sign, predicted / measured step - 1:")
+    w("")
+    w("| records | runs | median host | this host |")
+    w("|---|---|---|---|")
+    for label, rs in (("all", recs), (f"timed steps within {QUIET_SPREAD_PCT:.0f} % (a host that held still)", quiet),
+                      ("timed steps spread more", loud)):
+        if rs:
+            w(f"| {label} | {len(rs)} | {_err_stats([r['err_median_host'] for r in rs])} | "
+              f"{_err_stats([r['err_own_host'] for r in rs])} |")
+    w("")
+    def worst(rs: list[dict], key: str) -> str:
+        return _pct(max((abs(r[key]) for r in rs), default=None), False)
+
+    w(f"On hosts that held still the estimate for the host's own op time came closer (worst "
+      f"{worst(quiet, 'err_own_host')} against {worst(quiet, 'err_median_host')}); on the busy ones both missed by "
+      f"more (worst {worst(loud, 'err_own_host')} against {worst(loud, 'err_median_host')}). verify judges a run on "
+      "the median host's prediction and passes a host-bound plan's run inside the band around its host's too.")
 
 
 PLAN_KEYS = ("trainer", "method", "backend", "zero_stage", "offload", "grad_ckpt", "liger", "seq_len", "micro_batch",

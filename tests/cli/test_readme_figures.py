@@ -55,6 +55,9 @@ def test_the_accuracy_figures_are_the_report_s():
             "runs") in text
     draws = [d["err"] for d in A.host_bound_draws(report.later_verify_rows, A.later_verify_hosts())]
     assert f"their single runs {100 * min(draws):+.1f} % to {100 * max(draws):+.1f} %" in text
+    quiet = [r for r in A.later_host_scaled() if r["spread_pct"] is not None and r["spread_pct"] <= A.QUIET_SPREAD_PCT]
+    assert (f"on hosts that held still every one was within {100 * max(abs(r['err_own_host']) for r in quiet):.1f} % "
+            "of the estimate for its host's measured speed") in text
     assert f"keep {round(100 * FSDP2_UNEXPLAINED_MARGIN_FRACTION)} % of the GPU as extra headroom" in text
     # the host-bound spread it quotes is the one the note quotes (tests/model/test_accuracy.py ties it to the report)
     from advisor.model.calibration import HOST_MACHINE_SPREAD
