@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -1605,12 +1605,8 @@ def later_host_scaled(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) 
             if rec.get("status") != "ok" or not m.get("tokens_per_second") or not v.get("plan") or not op \
                     or v["plan"].get("unsloth"):
                 continue
-            plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
-            target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
-            model = resolve_model(rec["model"])
-            with fixed_length_batches() if (rel, rec["case"]) in FIXED_LENGTH_VERIFY else contextlib.nullcontext():
-                _, median_host = estimate_plan(model, plan, target)
-                _, own_host = estimate_plan(model, plan, replace(target, host_op_seconds=op))
+            plan, median_host = record_speed(v["plan"], rec["model"], rec["gpu"], rel, rec["case"])
+            _, own_host = record_speed(v["plan"], rec["model"], rec["gpu"], rel, rec["case"], host_op_seconds=op)
             step = plan.tokens_per_step / m["tokens_per_second"]
             out.append({"case": rec["case"], "gpu": rec["gpu"], "file": rel, "op_us": op * 1e6,
                         "spread_pct": m.get("step_seconds_spread_pct"),
@@ -1771,13 +1767,21 @@ def host_bound_draws(later: list[Evaluated], hosts: dict[tuple[str, str], dict])
     return out
 
 
+def record_speed(plan_doc: dict, model_id: str, gpu: str, rel: str, case: str, host_op_seconds: float | None = None):
+    """(plan, the model's speed estimate) for the plan a verify record ran (its `plan` document), on its GPU, at the
+    calibration's median host or, with host_op_seconds, at that host; a record of FIXED_LENGTH_VERIFY estimated with
+    the fixed-length batches it ran."""
+    plan = Plan(**{k: plan_doc[k] for k in Plan.__dataclass_fields__ if k in plan_doc})
+    target = Target(gpu=resolve_gpu(gpu), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes,
+                    host_op_seconds=host_op_seconds)
+    with fixed_length_batches() if (rel, case) in FIXED_LENGTH_VERIFY else contextlib.nullcontext():
+        _, spd = estimate_plan(resolve_model(model_id), plan, target)
+    return plan, spd
+
+
 def _record_prediction(r: dict) -> float:
     """The model's step, at the median host, for the plan a verify record ran (later_verify_hosts' records)."""
-    plan = Plan(**{k: r["plan"][k] for k in Plan.__dataclass_fields__ if k in r["plan"]})
-    target = Target(gpu=resolve_gpu(r["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
-    with fixed_length_batches() if (r["file"], r["case"]) in FIXED_LENGTH_VERIFY else contextlib.nullcontext():
-        _, spd = estimate_plan(resolve_model(r["model"]), plan, target)
-    return spd.step_seconds
+    return record_speed(r["plan"], r["model"], r["gpu"], r["file"], r["case"])[1].step_seconds
 
 
 def _verify_bias_section(w, rows: list[Evaluated], later: list[Evaluated]) -> None:
@@ -1970,10 +1974,7 @@ def verify_plan_prediction(rel: str, case: str, root: Path = REPO) -> dict[str, 
     """The model's step and generation seconds, at the median host, for the plan a verify record of `case` in `rel`
     ran (a bundle run beside it under bench/bundle_phases.py ran the same files)."""
     rec = next(r for r in _read_jsonl(root / rel) if r.get("case") == case)
-    v = rec["verify"]
-    plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
-    target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
-    _, spd = estimate_plan(resolve_model(rec["model"]), plan, target)
+    plan, spd = record_speed(rec["verify"]["plan"], rec["model"], rec["gpu"], rel, case)
     return {"step": spd.step_seconds, "generation": spd.breakdown["generation"], "liger": bool(plan.liger)}
 
 
