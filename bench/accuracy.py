@@ -1967,7 +1967,46 @@ def _new_width_sentence(LB, counted: dict) -> str:
              "differ in width from batch to batch, so a short run on one pays such builds in many of its first steps; "
              "verify's synthetic prompts make every batch one padded width but for a batch of only the shorter prompts, "
              "as the step above. ")
-    return text
+    return text + _batch_shape_sentence()
+
+
+def _batch_shape_sentence() -> str:
+    """What the bundles do about new shapes, and the runs that chose it (bench/bundle_shapes.py)."""
+    from bench import bundle_shapes as BS
+
+    runs = BS.summary()
+    costs = BS.sdpa_costs()
+    gen = [c for c in costs if c["case"] == "generate"]
+    masked = [c for c in costs if c["case"] == "forward_backward" and c["mask"] != "causal"]
+    causal = [c for c in costs if c["case"] == "forward_backward" and c["mask"] == "causal"]
+
+    def run(case: str) -> str:
+        r = runs[case]
+        return (f"{r['total_s']:.1f} s ({r['steps']} steps, the last ten {r['last10_median_s']:.3f} s at the median, "
+                f"peak {r['peak_allocated_gib']:.2f} GiB)")
+
+    def span(cs: list[dict]) -> str:
+        lo, hi = min(c["change"] for c in cs), max(c["change"] for c in cs)
+        return f"{lo:+.1%} to {hi:+.1%}"
+
+    return ("The bundles bound both, as measured on rows of mixed lengths (`bash bench/bundle_shapes.sh`, "
+            f"`{BS.RESULTS}`, {runs['sft-on']['gpu']}; `python -m bench.bundle_shapes`): a Qwen2.5-0.5B SFT bundle "
+            f"(micro-batch 8, rows of 128-1023 tokens) took {run('sft-on')} with cuDNN attention as its batches' "
+            f"widths came, {run('sft-off')} without cuDNN attention and {run('sftpad64-on')} with its batches padded "
+            "to a multiple of 64 tokens, so SFT, DPO and KTO bundles now pad to a multiple of up to 64 tokens that "
+            "divides seq_len (advisor/bundle/render.py pad_to_multiple_of: at most seq_len / 64 shapes, never a row "
+            "longer than the estimate's); a Llama-3.2-1B GRPO bundle without vLLM (prompts of 256-512 tokens, 128 "
+            f"completion tokens) took {run('grpo-on')} with cuDNN attention and {run('grpo-generate')} without it "
+            "inside transformers' generate, so a bundle that generates with transformers runs generate without it "
+            "(train.py generate_without_cudnn_attention); rounding the prompt widths instead leaves generate's decode "
+            "steps new shapes (`python -m bench.shape_probe --liger off --widths ...`, 16 random widths of 300-512 "
+            "twice, one call each of generate and forward + backward as above: "
+            + "; ".join(f"{v}: {p['first_s']:.1f} s the first time, {p['again_s']:.1f} s again"
+                        for v, p in BS.width_passes().items())
+            + "). Training keeps it: where shapes repeat "
+            f"(`python -m bench.sdpa_probe`, {', '.join(f'`{p}`' for p in BS.SDPA_PROBES)}) a forward + backward "
+            f"without cuDNN attention changed by {span(masked)} with a padding mask and {span(causal)} without one, "
+            f"and generate by {span(gen)}. ")
 
 
 def verify_plan_prediction(rel: str, case: str, root: Path = REPO) -> dict[str, float]:

@@ -11,7 +11,9 @@ widths WIDTHS: each a `generate` as GRPOTrainer calls it (bench.worker's samplin
 token shorter and left-padded) then a forward + backward over the prompts and completions (the scoring pass and
 the loss's backward), synchronised. Each call records its seconds and what it added to the one-time costs' counters
 (bench.bundle_phases.one_time_counts: kernels Triton compiled, cudaMalloc calls, allocation retries). A width seen
-before that still pays, or a new one that compiles nothing yet pays, tells which hypothesis holds. Results are
+before that still pays, or a new one that compiles nothing yet pays, tells which hypothesis holds: it was PyTorch's
+cuDNN attention (shape-probe-h*-2026-12-06.json, profiled). `--attention no-cudnn` runs the same sequence without it,
+`--liger off|on` one half only, and `--widths` any sequence (prompt widths padded to a multiple, say). Results are
 data (one JSON file), not a test.
 """
 
@@ -38,19 +40,24 @@ TRAIN_BATCH = 8
 PROFILED_WIDTH_OFFSET = 11
 """--profile-new profiles a width this far below the narrowest of WIDTHS: new, and not divisible by 16."""
 TOP_OPS = 25
+LIGER_RUNS = {"both": (False, True), "off": (False,), "on": (True,)}
+"""--liger: the sequence without Liger's kernels, with them, or both in turn."""
 
 
-def probe(torch, model_id: str, liger: bool, widths, save, rows: list[dict[str, Any]],
-          arch: dict[str, Any] | None = None, batch: int = BATCH, new_tokens: int = NEW_TOKENS,
-          profile_new: bool = False) -> None:
-    """Append one record per width to `rows`, calling `save` after each. `arch`: an architecture dict instead of the
-    catalogue's row for `model_id` (the tests use a tiny one). `profile_new`: then a width none of them had, twice,
-    under torch.profiler (the first pays whatever a new width costs, the second is the same width seen)."""
+def set_attention(torch, choice: str) -> None:
+    """--attention no-cudnn: SDPA without PyTorch's cuDNN backend, which builds and caches an execution graph per new
+    key of q/k/v/mask sizes and strides (aten/src/ATen/native/cudnn/MHA.cpp); flash and memory-efficient attention
+    build none. default: PyTorch's own choice (cuDNN first on Hopper in torch 2.11)."""
+    torch.backends.cuda.enable_cudnn_sdp(choice != "no-cudnn")
+
+
+def random_model(torch, model_id: str, arch: dict[str, Any] | None = None):
+    """(model, special ids, device): the catalogue architecture of `model_id` (or `arch`) with random bf16 weights
+    on the GPU if there is one, SDPA attention, seeded."""
     from transformers import AutoModelForCausalLM
 
-    from bench.bundle_phases import count_deltas, one_time_counts
     from bench.models import arch_dict, complete_arch, hf_config, resolve
-    from bench.worker import GRPO_TOP_K, special_ids
+    from bench.worker import special_ids
 
     arch = complete_arch(arch) if arch is not None else arch_dict(resolve(model_id))
     ids = special_ids(arch["vocab"])
@@ -59,6 +66,19 @@ def probe(torch, model_id: str, liger: bool, widths, save, rows: list[dict[str, 
     with torch.device(dev):
         model = AutoModelForCausalLM.from_config(hf_config(arch, special_ids=ids), dtype=torch.bfloat16,
                                                  attn_implementation="sdpa")
+    return model, ids, dev
+
+
+def probe(torch, model_id: str, liger: bool, widths, save, rows: list[dict[str, Any]],
+          arch: dict[str, Any] | None = None, batch: int = BATCH, new_tokens: int = NEW_TOKENS,
+          profile_new: bool = False) -> None:
+    """Append one record per width to `rows`, calling `save` after each. `arch`: an architecture dict instead of the
+    catalogue's row for `model_id` (the tests use a tiny one). `profile_new`: then a width none of them had, twice,
+    under torch.profiler (the first pays whatever a new width costs, the second is the same width seen)."""
+    from bench.bundle_phases import count_deltas, one_time_counts
+    from bench.worker import GRPO_TOP_K
+
+    model, ids, dev = random_model(torch, model_id, arch)
     if liger:
         # what transformers' Trainer does for use_liger_kernel (trainer.py: _apply_liger_kernel_to_instance)
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
@@ -133,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)), help="prompt widths, in call order")
     ap.add_argument("--profile-new", action="store_true",
                     help="then one new width twice under torch.profiler: the ops a new width's call spends its time in")
+    ap.add_argument("--liger", choices=tuple(LIGER_RUNS), default="both",
+                    help="run the sequence without Liger, with it, or both (default)")
+    ap.add_argument("--attention", choices=("default", "no-cudnn"), default="default",
+                    help="no-cudnn: SDPA without its cuDNN backend (flash or memory-efficient kernels, which build "
+                         "no graph per shape)")
     a = ap.parse_args(argv)
     problem = new_output_problem(a.out)
     if problem:
@@ -157,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.host_probe import host_probe
 
+    set_attention(torch, a.attention)
+
     versions = {"torch": torch.__version__, "transformers": transformers.__version__,
                 "python": platform.python_version()}
     try:
@@ -169,12 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "command": "python -m bench.shape_probe " + " ".join(argv if argv is not None else sys.argv[1:]),
         "versions": versions, "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "batch": BATCH, "new_tokens": NEW_TOKENS, "train_batch": TRAIN_BATCH, "host": host_probe(torch), "rows": []}
+        "batch": BATCH, "new_tokens": NEW_TOKENS, "train_batch": TRAIN_BATCH,
+        "cudnn_sdp": bool(torch.backends.cuda.cudnn_sdp_enabled()), "host": host_probe(torch), "rows": []}
 
     def save() -> None:
         save_json(a.out, result)
 
-    for liger in (False, True):
+    for liger in LIGER_RUNS[a.liger]:
         probe(torch, a.model, liger, widths, save, result["rows"], profile_new=a.profile_new)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -13,7 +13,7 @@ from importlib import resources
 
 import jsonschema
 
-from advisor.bundle.render import dtype_settings
+from advisor.bundle.render import dtype_settings, sequence_split
 from advisor.core import safeio
 from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
@@ -291,10 +291,14 @@ def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
         if f'{arg}=CONFIG["{key}"]' not in src:
             out.append(f"train.py: {arg} is not taken from CONFIG['{key}']")
     pad = cfg.get("pad_to_multiple_of")
-    want_pad = plan.sp_size if plan.sp_size > 1 else 2 * plan.cp_size if plan.cp_size > 1 else None
-    if pad != want_pad:
+    split = sequence_split(plan)
+    # what sequence parallelism needs is a multiple of split; a larger multiple (render.SHAPE_MULTIPLE) only bounds
+    # the batch shapes, and a bundle written without one is as correct
+    if split > 1 and not (isinstance(pad, int) and pad % split == 0):
         out.append(f"train.py: pad_to_multiple_of {pad} but sp_size={plan.sp_size}, cp_size={plan.cp_size} "
-                   f"need {want_pad}")
+                   f"need a multiple of {split}")
+    elif pad is not None and not (isinstance(pad, int) and not isinstance(pad, bool) and pad > 0):
+        out.append(f"train.py: pad_to_multiple_of {pad!r} is not a positive number of tokens")
     # the switch as train.py writes it now (CHECKPOINTING_ARG, the name transformers has), or in older bundles
     if plan.backend == "fsdp2" and plan.grad_ckpt and not any(
             form in src for form in ("{CHECKPOINTING_ARG: False}", "gradient_checkpointing=False")):

@@ -9,6 +9,7 @@ are parsed back (advisor.bundle.selfcheck) before anyone may write them (advisor
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -26,6 +27,7 @@ from advisor.core.request import GENERATING_TRAINERS, Request, text_problem
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
+from advisor.model.generation import generates_with_hf
 from advisor.model.padded_data import padded_data_memory
 from advisor.model.vllm_memory import SERVER_MEM_FRACTION, engine_need, server_parallelism
 from advisor.resolve import DEFAULT_VLLM_MEM_FRACTION
@@ -395,13 +397,59 @@ def qlora_sharded_dtype(plan: Plan) -> dict:
                    "stored otherwise); the adapters keep fp32 master weights and Adam states"}
 
 
-def pad_to_multiple_of(plan: Plan) -> int | None:
-    # Ulysses SP splits every sequence into sp_size pieces; ring attention into 2 x cp_size chunks (load balancing).
+SHAPE_MULTIPLE = 64
+"""Tokens a padded batch's width is rounded up to, for the trainers whose collators pad a batch to its longest row
+and take a multiple (SHAPE_PADDED_TRAINERS). PyTorch's cuDNN attention, SDPA's first choice on Hopper (torch 2.11), builds and caches an
+execution graph for every new shape of q, k, v and mask (aten/src/ATen/native/cudnn/MHA.cpp), so data whose rows
+differ in length pays a build at almost every step of a run's first hundreds. Measured on one H100 (Qwen2.5-0.5B SFT
+bundle, micro-batch 8, rows of 128-1023 tokens, 60 steps; bench/results/bundle-shapes-h100-2026-12-06.jsonl): 98.3 s
+as widths came, 49.5 s padded to a multiple of 64, 59.1 s with cuDNN attention off (its flash and memory-efficient
+fallbacks are slower at a mask: bench/results/sdpa-probe-h100-2026-12-06-*.json). At most seq_len / 64 shapes; the
+padding adds under 64 tokens per row."""
+SHAPE_PADDED_TRAINERS = ("sft", "dpo", "kto")
+"""Their collators take pad_to_multiple_of (trl 1.16: DataCollatorForLanguageModeling, DataCollatorForPreference,
+DataCollatorForUnpairedPreference). GRPO/RLOO pad prompts and completions apart, so a multiple can make a row longer
+than seq_len; GKD's DataCollatorForChatML pads to the longest row and ignores it (trl/experimental/utils.py)."""
+
+
+def sequence_split(plan: Plan) -> int:
+    """The multiple sequence parallelism needs: Ulysses SP splits every sequence into sp_size pieces, ring attention
+    into 2 x cp_size chunks (load balancing); 1 without either."""
     if plan.sp_size > 1:
         return plan.sp_size
     if plan.cp_size > 1:
         return 2 * plan.cp_size
-    return None
+    return 1
+
+
+def pad_to_multiple_of(plan: Plan) -> int | None:
+    """The trainer's pad_to_multiple_of: the sequence split's multiple, and for SHAPE_PADDED_TRAINERS also a multiple
+    of up to SHAPE_MULTIPLE tokens that divides seq_len (so that padding never makes a row longer than the plan's
+    seq_len, which the memory estimate is for). Generation's shapes are train.py's generate_without_cudnn_attention."""
+    split = sequence_split(plan)
+    if plan.trainer not in SHAPE_PADDED_TRAINERS:
+        return split if split > 1 else None
+    # the largest multiple of `split` up to SHAPE_MULTIPLE x split / gcd that divides seq_len
+    multiple = split * math.gcd(plan.seq_len // split, max(1, SHAPE_MULTIPLE // math.gcd(split, SHAPE_MULTIPLE)))
+    return multiple if multiple > 1 else None
+
+
+def pad_reason(plan: Plan, pad: int | None) -> str:
+    split = sequence_split(plan)
+    parts = []
+    if plan.sp_size > 1:
+        parts.append(f"Ulysses splits each sequence into sp_size={plan.sp_size} pieces")
+    elif plan.cp_size > 1:
+        parts.append(f"ring attention needs lengths divisible by 2 x cp_size={plan.cp_size}")
+    if pad is not None and pad > split:
+        parts.append(f"rows padded to a multiple of {pad} tokens (divides seq_len {plan.seq_len}): cuDNN attention "
+                     "builds a graph per new batch width; at most seq_len / pad widths (bundle on rows of mixed "
+                     "lengths, H100: 49.5 s for 60 steps against 98.3 s unpadded)")
+    if not parts:
+        return "no sequence/context parallelism: no padding multiple needed" + (
+            "" if plan.trainer in SHAPE_PADDED_TRAINERS else
+            f" ({plan.trainer.upper()}'s collator pads {'prompts and completions apart' if plan.trainer in GENERATING_TRAINERS else 'without one'})")
+    return "; ".join(parts)
 
 
 def ds_config(plan: Plan) -> dict:
@@ -872,12 +920,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
     recreate = recreate_command(plan, model, target, request)
     pad = pad_to_multiple_of(plan)
     beta = trainer_beta(plan)
-    extra: list[tuple[str, object, str]] = [
-        ("pad_to_multiple_of", pad,
-         f"Ulysses splits each sequence into sp_size={plan.sp_size} pieces" if plan.sp_size > 1 else
-         f"ring attention needs lengths divisible by 2 x cp_size={plan.cp_size}" if plan.cp_size > 1 else
-         "no sequence/context parallelism: no padding multiple needed"),
-    ]
+    extra: list[tuple[str, object, str]] = [("pad_to_multiple_of", pad, pad_reason(plan, pad))]
     job = result.get("job") if isinstance(result.get("job"), dict) else None
     job_steps = job.get("steps") if job else None
     if isinstance(job_steps, int) and not isinstance(job_steps, bool) and job_steps > 0:
@@ -910,6 +953,9 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "recreate": recreate,
         "config_rows": _config_rows(plan, why, extra),
         "pad_to_multiple_of": pad,
+        "pad_reason": pad_reason(plan, pad),
+        # transformers' generate under SDPA without cuDNN attention (train.py generate_without_cudnn_attention)
+        "generate_without_cudnn": generates_with_hf(plan) and plan.attn == "sdpa" and not plan.unsloth,
         "beta": beta,
         "bema": bema,
         "unsloth_note": calibration.UNSLOTH_UNMEASURED,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench import sdpa_probe
 from bench import shape_probe as SP
 
 TINY = {"model_type": "llama", "layers": 2, "hidden": 32, "intermediate": 64, "heads": 2, "kv_heads": 1,
@@ -41,16 +42,36 @@ def test_profile_new_adds_one_new_width_twice_under_the_profiler(tmp_path, monke
     assert all(r["top_ops"] and r["top_ops"][0]["self_host_s"] >= r["top_ops"][-1]["self_host_s"] for r in rows[1:])
 
 
-def test_an_existing_out_file_is_refused(tmp_path):
+@pytest.mark.parametrize("probe", [SP, sdpa_probe], ids=["shape_probe", "sdpa_probe"])
+def test_an_existing_out_file_is_refused(tmp_path, probe):
     out = tmp_path / "probe.json"
     out.write_text("{}")
     with pytest.raises(SystemExit) as exc:
-        SP.main(["--out", str(out)])
+        probe.main(["--out", str(out)])
     assert exc.value.code == 2 and out.read_text() == "{}"
 
 
 @pytest.mark.parametrize("args", [["--model", "no-such-model"], ["--widths", "a,b"], ["--widths", "512,1"], ["--widths", "12", "--profile-new"]])
 def test_bad_arguments_are_usage_errors_that_write_nothing(tmp_path, args):
+    out = tmp_path / "probe.json"
+    with pytest.raises(SystemExit) as exc:
+        SP.main(["--out", str(out), *args])
+    assert exc.value.code == 2 and not out.exists()
+
+
+def test_no_cudnn_turns_sdpa_s_cudnn_backend_off_and_default_leaves_it_on():
+    torch = pytest.importorskip("torch")
+    try:
+        SP.set_attention(torch, "no-cudnn")
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        SP.set_attention(torch, "default")
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+@pytest.mark.parametrize("args", [["--liger", "maybe"], ["--attention", "flash"]])
+def test_unknown_choices_are_usage_errors_that_write_nothing(tmp_path, args):
     out = tmp_path / "probe.json"
     with pytest.raises(SystemExit) as exc:
         SP.main(["--out", str(out), *args])

@@ -13,6 +13,7 @@ from advisor.bundle.consistency import (
     load_schema,
     plan_invariants,
     shell_unquoted_expansions,
+    train_constants,
 )
 from advisor.bundle.render import render_bundle
 
@@ -127,8 +128,12 @@ def test_sp_size_mismatch():
     assert check_bundle_files(files) == []
     problems = _problems(files, "accelerate.yaml", "parallelism_config_sp_size: 4", "parallelism_config_sp_size: 2")
     assert _has(problems, "sp_size")
-    problems = _problems(files, "train.py", "'pad_to_multiple_of': 4,", "'pad_to_multiple_of': None,")
-    assert _has(problems, "pad_to_multiple_of")
+    pad = train_constants(files["train.py"])["CONFIG"]["pad_to_multiple_of"]
+    for wrong in ("None", "2", "6"):  # none, or not a multiple of sp_size 4
+        problems = _problems(files, "train.py", f"'pad_to_multiple_of': {pad},", f"'pad_to_multiple_of': {wrong},")
+        assert _has(problems, "pad_to_multiple_of")
+    # a multiple of sp_size other than the one written (a bundle of an earlier version: sp_size itself) is correct
+    assert _problems(files, "train.py", f"'pad_to_multiple_of': {pad},", "'pad_to_multiple_of': 4,") == []
     problems = _problems(files, "accelerate.yaml", 'sp_attn_implementation: "flash_attention_2"',
                          'sp_attn_implementation: "sdpa"')
     assert _has(problems, "sp_attn_implementation")

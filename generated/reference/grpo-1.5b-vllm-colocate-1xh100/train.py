@@ -87,7 +87,7 @@ CONFIG = {
     'lora_alpha': 32,  # unused: full fine-tuning
     'trust_remote_code': False,  # never run code from the model repository unless asked
     'overlap_comm': True,  # unused: not a DeepSpeed plan
-    'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed
+    'pad_to_multiple_of': None,  # no sequence/context parallelism: no padding multiple needed (GRPO's collator pads prompts and completions apart)
     'beta': 0.0,  # KL coefficient: a reference model is loaded only when beta > 0; GRPOConfig default 0.0
     'vllm_max_model_length': 1024,  # prompt + completion: the plan's seq_len
 }

@@ -1,0 +1,86 @@
+"""The batch-shape figures the bundle generator quotes are the committed bundle runs' (bench/bundle_shapes.py), and
+bench/sdpa_backend_run.py sets the attention backends each mode names."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+from advisor.bundle import render
+from bench import bundle_shapes as BS
+from bench import sdpa_backend_run as SR
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATES = REPO / "advisor" / "bundle" / "templates"
+
+
+def _totals() -> dict[str, str]:
+    return {case: f"{s['total_s']:.1f} s" for case, s in BS.summary().items()}
+
+
+def test_the_padding_multiple_is_quoted_from_the_sft_runs():
+    t = _totals()
+    quoted = " ".join(inspect.getsource(render).split())
+    for case in ("sft-on", "sft-off", "sftpad64-on"):
+        assert t[case] in quoted, (case, t[case])
+    # the padded run is the fastest of the three, or the multiple would not be the bundles' choice
+    s = BS.summary()
+    assert s["sftpad64-on"]["total_s"] < min(s["sft-on"]["total_s"], s["sft-off"]["total_s"])
+    assert s["sftpad64-on"]["last10_median_s"] < s["sft-on"]["last10_median_s"]
+
+
+def test_generation_without_cudnn_is_quoted_from_the_grpo_runs():
+    t = _totals()
+    for name in ("train.py.j2", "README.md.j2"):
+        text = " ".join((TEMPLATES / name).read_text(encoding="utf-8").split())
+        assert t["grpo-on"] in text and t["grpo-generate"] in text, name
+    s = BS.summary()
+    assert s["grpo-generate"]["total_s"] < s["grpo-on"]["total_s"]
+
+
+def test_every_run_is_one_gpu_s_record_with_its_steps():
+    for case, s in BS.summary().items():
+        assert s["steps"] >= 12 and s["total_s"] > 0 and s["gpu"], case
+
+
+def test_the_runner_sets_the_backends_each_mode_names(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.generation.utils import GenerationMixin
+
+    seen = []
+    monkeypatch.setattr(GenerationMixin, "generate", lambda self: seen.append(torch.backends.cuda.cudnn_sdp_enabled()))
+    try:
+        SR.apply("generate")
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        GenerationMixin.generate(object())
+        assert seen == [False] and torch.backends.cuda.cudnn_sdp_enabled()
+        SR.apply("off")
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+def test_an_unknown_mode_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setenv("CUDNN_MODE", "maybe")
+    monkeypatch.setattr("sys.argv", ["sdpa_backend_run.py", "train.py"])
+    assert SR.main() == 2 and "usage" in capsys.readouterr().err
+
+
+def test_the_shape_probe_passes_back_the_choice_of_generate_without_cudnn():
+    """The claim docs/accuracy.md makes from them: new widths cost cuDNN attention time, rounding the widths keeps
+    most of it, and without cuDNN attention a new width costs about what a seen one does."""
+    p = BS.width_passes()
+    cudnn, without, rounded = (p[k] for k in BS.SHAPE_PASSES)
+    assert cudnn["first_s"] > 1.3 * cudnn["again_s"]
+    assert rounded["first_s"] > 1.3 * rounded["again_s"]
+    assert without["first_s"] < 1.1 * without["again_s"]
+
+
+def test_sdpa_costs_pair_each_case_with_and_without_cudnn():
+    costs = BS.sdpa_costs()
+    assert {c["case"] for c in costs} == {"forward_backward", "generate"}
+    for c in costs:
+        assert c["change"] == pytest.approx(c["without_s"] / c["with_s"] - 1)
