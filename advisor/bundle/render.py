@@ -399,9 +399,10 @@ def qlora_sharded_dtype(plan: Plan) -> dict:
 
 SHAPE_MULTIPLE = 64
 """Tokens a padded batch's width is rounded up to, for the trainers whose collators pad a batch to its longest row
-and take a multiple (SHAPE_PADDED_TRAINERS). PyTorch's cuDNN attention, SDPA's first choice on Hopper (torch 2.11), builds and caches an
-execution graph for every new shape of q, k, v and mask (aten/src/ATen/native/cudnn/MHA.cpp), so data whose rows
-differ in length pays a build at almost every step of a run's first hundreds. Measured on one H100 (Qwen2.5-0.5B SFT
+and take a multiple (SHAPE_PADDED_TRAINERS). PyTorch's cuDNN attention (the SDPA kernel the profiler showed on the
+H100 and H200, torch 2.11) builds and caches an execution graph for every new shape of q, k, v and mask
+(aten/src/ATen/native/cudnn/MHA.cpp), so data whose rows differ in length pays a build at most steps of a run's
+first hundreds. Measured on one H100 (Qwen2.5-0.5B SFT
 bundle, micro-batch 8, rows of 128-1023 tokens, 60 steps; bench/results/bundle-shapes-h100-2026-12-06.jsonl): 98.3 s
 as widths came, 49.5 s padded to a multiple of 64, 59.1 s with cuDNN attention off (its flash and memory-efficient
 fallbacks are slower at a mask: bench/results/sdpa-probe-h100-2026-12-06-*.json). At most seq_len / 64 shapes; the
@@ -435,6 +436,7 @@ def pad_to_multiple_of(plan: Plan) -> int | None:
 
 
 def pad_reason(plan: Plan, pad: int | None) -> str:
+    """Why the bundle's pad_to_multiple_of is what it is (CONFIG's comment and the README's table)."""
     split = sequence_split(plan)
     parts = []
     if plan.sp_size > 1:
@@ -920,7 +922,8 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
     recreate = recreate_command(plan, model, target, request)
     pad = pad_to_multiple_of(plan)
     beta = trainer_beta(plan)
-    extra: list[tuple[str, object, str]] = [("pad_to_multiple_of", pad, pad_reason(plan, pad))]
+    pad_why = pad_reason(plan, pad)
+    extra: list[tuple[str, object, str]] = [("pad_to_multiple_of", pad, pad_why)]
     job = result.get("job") if isinstance(result.get("job"), dict) else None
     job_steps = job.get("steps") if job else None
     if isinstance(job_steps, int) and not isinstance(job_steps, bool) and job_steps > 0:
@@ -953,7 +956,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "recreate": recreate,
         "config_rows": _config_rows(plan, why, extra),
         "pad_to_multiple_of": pad,
-        "pad_reason": pad_reason(plan, pad),
+        "pad_reason": pad_why,
         # transformers' generate under SDPA without cuDNN attention (train.py generate_without_cudnn_attention)
         "generate_without_cudnn": generates_with_hf(plan) and plan.attn == "sdpa" and not plan.unsloth,
         "beta": beta,
