@@ -1,39 +1,26 @@
-"""Run a bundle's train.py with PyTorch's cuDNN attention as CUDNN_MODE says: on (PyTorch's default), off, or off
-inside transformers' generate only (what a bundle that generates with transformers now does itself).
+"""Run a bundle's train.py with PyTorch's cuDNN attention as CUDNN_MODE says: on (PyTorch's default) or off
+(torch.backends.cuda.enable_cudnn_sdp(False), for training and generation alike). Off inside generate only is what a
+bundle that generates with transformers does itself (train.py generate_without_cudnn_attention).
 
-    cd BUNDLE && CUDNN_MODE=generate accelerate launch --config_file accelerate.yaml \\
-        /path/to/bench/sdpa_backend_run.py train.py --max-steps 12 --no-save --random-init --synthetic-data
+    cd BUNDLE && CUDNN_MODE=off accelerate launch --config_file accelerate.yaml \\
+        /path/to/bench/sdpa_backend_run.py train.py --max-steps 60 --no-save --random-init --synthetic-data
 
 bench/bundle_shapes.sh runs bundles this way on rows of mixed lengths (bench/results/bundle-shapes-*.jsonl).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import runpy
 import sys
 
-MODES = ("on", "off", "generate")
+MODES = ("on", "off")
 
 
 def apply(mode: str) -> None:
     import torch
 
-    if mode == "off":
-        torch.backends.cuda.enable_cudnn_sdp(False)
-    elif mode == "generate":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from transformers.generation.utils import GenerationMixin
-
-        generate = GenerationMixin.generate
-
-        @functools.wraps(generate)
-        def without_cudnn(self, *args, **kwargs):
-            with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-                return generate(self, *args, **kwargs)
-
-        GenerationMixin.generate = without_cudnn
+    torch.backends.cuda.enable_cudnn_sdp(mode != "off")
 
 
 def main() -> int:

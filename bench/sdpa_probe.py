@@ -2,11 +2,11 @@
 
     python -m bench.sdpa_probe --out bench/results/sdpa-probe-h100-DATE.json [--model llama-3.2-1b]
 
-bench/shape_probe.py found that a GRPO/RLOO batch of a prompt width the process has not run before pays 1-5 s more
-in transformers' generate and up to 0.8 s more in the forward + backward, spent in aten::_cudnn_attention_forward:
-PyTorch's cuDNN attention builds and caches an execution graph per new key of q/k/v/mask sizes and strides
-(aten/src/ATen/native/cudnn/MHA.cpp), and with torch.backends.cuda.enable_cudnn_sdp(False) the same widths cost
-nothing extra. A bundle that turns cuDNN attention off for generation must know what it costs where the shapes
+bench/shape_probe.py found that a GRPO/RLOO batch of a prompt width the process has not run before pays up to 3.2 s
+more in transformers' generate and up to 0.9 s more in the forward + backward (bench/results/shape-probe-*.json),
+spent in aten::_cudnn_attention_forward: PyTorch's cuDNN attention builds and caches an execution graph per new key
+of q/k/v/mask sizes and strides (aten/src/ATen/native/cudnn/MHA.cpp); with torch.backends.cuda.enable_cudnn_sdp(False)
+the same new widths cost at most 0.13 s more. A bundle that turns cuDNN attention off for generation must know what it costs where the shapes
 repeat. This times, on one model with random weights (catalogue architecture, bf16, SDPA), a forward + backward of
 BATCH x SEQ tokens, causal without a mask (SFT's padded batch has one too: MASKS) and with a left-padded mask (GRPO's
 scoring batch), and a generate of GEN_BATCH prompts, each with cuDNN attention on and off, REPEATS times after a

@@ -399,10 +399,10 @@ def qlora_sharded_dtype(plan: Plan) -> dict:
 
 SHAPE_MULTIPLE = 64
 """Tokens a padded batch's width is rounded up to, for the trainers whose collators pad a batch to its longest row
-and take a multiple (SHAPE_PADDED_TRAINERS). PyTorch's cuDNN attention (the SDPA kernel the profiler showed on the
-H100 and H200, torch 2.11) builds and caches an execution graph for every new shape of q, k, v and mask
-(aten/src/ATen/native/cudnn/MHA.cpp), so data whose rows differ in length pays a build at most steps of a run's
-first hundreds. Measured on one H100 (Qwen2.5-0.5B SFT
+and take a multiple (SHAPE_PADDED_TRAINERS). PyTorch's cuDNN attention (the SDPA kernel the profiler showed on an
+H100, torch 2.11) builds and caches an execution graph for every new shape of q, k, v and mask
+(aten/src/ATen/native/cudnn/MHA.cpp), so data whose rows differ in length pays a build at every batch width the run
+has not had before. Measured on one H100 (Qwen2.5-0.5B SFT
 bundle, micro-batch 8, rows of 128-1023 tokens, 60 steps; bench/results/bundle-shapes-h100-2026-12-06.jsonl): 98.3 s
 as widths came, 49.5 s padded to a multiple of 64, 59.1 s with cuDNN attention off (its flash and memory-efficient
 fallbacks are slower at a mask: bench/results/sdpa-probe-h100-2026-12-06-*.json). At most seq_len / 64 shapes; the

@@ -45,22 +45,23 @@ def test_every_run_is_one_gpu_s_record_with_its_steps():
         assert s["steps"] >= 12 and s["total_s"] > 0 and s["gpu"], case
 
 
-def test_the_runner_sets_the_backends_each_mode_names(monkeypatch):
+def test_the_runner_sets_the_backend_each_mode_names():
     torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from transformers.generation.utils import GenerationMixin
-
-    seen = []
-    monkeypatch.setattr(GenerationMixin, "generate", lambda self: seen.append(torch.backends.cuda.cudnn_sdp_enabled()))
     try:
-        SR.apply("generate")
-        assert torch.backends.cuda.cudnn_sdp_enabled()
-        GenerationMixin.generate(object())
-        assert seen == [False] and torch.backends.cuda.cudnn_sdp_enabled()
         SR.apply("off")
         assert not torch.backends.cuda.cudnn_sdp_enabled()
+        SR.apply("on")
+        assert torch.backends.cuda.cudnn_sdp_enabled()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+def test_the_driver_runs_the_generate_case_on_the_bundle_s_own_wrapper():
+    """grpo-generate is the GRPO bundle as generated (train.py's generate_without_cudnn_attention), grpo-on the same
+    bundle with that call removed: the script must not run a wrapper of its own."""
+    script = (REPO / "bench" / "bundle_shapes.sh").read_text(encoding="utf-8")
+    assert "run grpo-generate grpo on 12" in script and "run grpo-on grpo-cudnn on 12" in script
+    assert "generate_without_cudnn_attention()$/    pass" in script and "CUDNN_MODE=generate" not in script
 
 
 def test_an_unknown_mode_is_a_usage_error(monkeypatch, capsys):
@@ -79,8 +80,10 @@ def test_the_shape_probe_passes_back_the_choice_of_generate_without_cudnn():
     assert without["first_s"] < 1.1 * without["again_s"]
 
 
-def test_sdpa_costs_pair_each_case_with_and_without_cudnn():
+def test_sdpa_costs_pair_every_probed_case_with_and_without_cudnn():
+    from bench import sdpa_probe
+
     costs = BS.sdpa_costs()
-    assert {c["case"] for c in costs} == {"forward_backward", "generate"}
-    for c in costs:
-        assert c["change"] == pytest.approx(c["without_s"] / c["with_s"] - 1)
+    per_model = len(sdpa_probe.SEQS) * len(sdpa_probe.MASKS) + 1  # each forward + backward, and generate
+    assert len(costs) == per_model * len(BS.SDPA_PROBES)
+    assert len({(c["model"], c["case"], c["width"], c["mask"]) for c in costs}) == len(costs)
