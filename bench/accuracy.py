@@ -91,7 +91,8 @@ VERIFY_LATER = ("bench/results/verify-h200-2026-12-03-new-1.jsonl", "bench/resul
                 "bench/results/verify-h100-2026-12-05-new-2.jsonl", "bench/results/verify-h100-2026-12-05-new-3.jsonl",
                 "bench/results/verify-h100-2026-12-06.jsonl", "bench/results/verify-h100-2026-12-06-zero3.jsonl",
                 "bench/results/verify-h100-2026-12-06-again.jsonl", "bench/results/verify-h200-2026-12-06.jsonl",
-                "bench/results/verify-h100-2026-12-06-third.jsonl")
+                "bench/results/verify-h100-2026-12-06-third.jsonl",
+                "bench/results/verify-h100-2026-12-06-as-generated.jsonl")
 """Every bundle verify ran after 2026-12-01: planner-picked plans of workloads no calibration row ran (the new-*
 cases), the planner's offload and ZeRO bundles, and the same new cases planned for and run on one H100. None was used
 to fit a constant; the GRPO/RLOO padding term was found on new-grpo-l1b's memory (docs/verify.md). Scored in issue
@@ -2006,7 +2007,28 @@ def _batch_shape_sentence() -> str:
             + "). Training keeps it: where shapes repeat "
             f"(`python -m bench.sdpa_probe`, {', '.join(f'`{p}`' for p in BS.SDPA_PROBES)}) a forward + backward "
             f"without cuDNN attention changed by {span(masked)} with a padding mask and {span(causal)} without one, "
-            f"and generate by {span(gen)}. ")
+            f"and generate by {span(gen)}. " + _as_generated_sentence())
+
+
+def _as_generated_sentence() -> str:
+    """The bundles as generated against the same bundles edited back (bench/bundle_shapes.py AS_GENERATED)."""
+    from bench import bundle_shapes as BS
+
+    first = 55  # the unpadded SFT run stopped there (AS_GENERATED's note)
+    runs = BS.summary(BS.AS_GENERATED, first=first)
+
+    def run(case: str) -> str:
+        r = runs[case]
+        return f"{r['total_s']:.1f} s (steady {r['steady_median_s']:.3f} s at the median)"
+
+    return (f"The bundles as generated then ran in one later call (`{BS.AS_GENERATED}`, "
+            f"{runs['grpo-as-generated']['gpu']}): the SFT bundle took {runs['sft-as-generated']['first_steps_s']:.1f} s "
+            f"for its first {first} steps against {runs['sft-nopad']['first_steps_s']:.1f} s with its multiple edited "
+            f"away; the GRPO bundle, whose prompts and completions GRPO and RLOO bundles now also pad, each to a "
+            f"multiple of up to 64 tokens that divides its budget, took {run('grpo-as-generated')} against "
+            f"{run('grpo-nopad')} unpadded and {run('grpo-cudnn')} unpadded with cuDNN attention in generate, peak "
+            f"allocated {runs['grpo-as-generated']['peak_allocated_gib']:.2f} GiB against "
+            f"{runs['grpo-nopad']['peak_allocated_gib']:.2f}. ")
 
 
 def verify_plan_prediction(rel: str, case: str, root: Path = REPO) -> dict[str, float]:

@@ -406,11 +406,15 @@ has not had before. Measured on one H100 (Qwen2.5-0.5B SFT
 bundle, micro-batch 8, rows of 128-1023 tokens, 60 steps; bench/results/bundle-shapes-h100-2026-12-06.jsonl): 98.3 s
 as widths came, 49.5 s padded to a multiple of 64, 59.1 s with cuDNN attention off (its flash and memory-efficient
 fallbacks are slower at a mask: bench/results/sdpa-probe-h100-2026-12-06-*.json). At most seq_len / 64 shapes; the
-padding adds under 64 tokens per row."""
-SHAPE_PADDED_TRAINERS = ("sft", "dpo", "kto")
-"""Their collators take pad_to_multiple_of (trl 1.16: DataCollatorForLanguageModeling, DataCollatorForPreference,
-DataCollatorForUnpairedPreference). GRPO/RLOO pad prompts and completions apart, so a multiple can make a row longer
-than seq_len; GKD's DataCollatorForChatML pads to the longest row and ignores it (trl/experimental/utils.py)."""
+padding adds under 64 tokens per row. The GRPO bundle without vLLM (Llama-3.2-1B, prompts of 256-512 tokens, 12
+steps, generate without cuDNN attention; bench/results/bundle-shapes-h100-2026-12-06-as-generated.jsonl): 41.2 s with
+prompts and completions padded to 64, 46.8 s without; peak allocated 59.84 GiB against 59.70."""
+SHAPE_PADDED_TRAINERS = ("sft", "dpo", "kto", "grpo", "rloo")
+"""Trainers that take pad_to_multiple_of: SFT, DPO and KTO in their collators (trl 1.16:
+DataCollatorForLanguageModeling, DataCollatorForPreference, DataCollatorForUnpairedPreference), GRPO and RLOO on the
+prompts (left) and the completions (right) apart (grpo_trainer.py / rloo_trainer.py, _generate_and_score_completions),
+so their multiple divides both the prompt budget (seq_len - max_completion_len) and max_completion_len. GKD's
+DataCollatorForChatML pads to the longest row and ignores it (trl/experimental/utils.py)."""
 
 
 def sequence_split(plan: Plan) -> int:
@@ -430,6 +434,12 @@ def pad_to_multiple_of(plan: Plan) -> int | None:
     split = sequence_split(plan)
     if plan.trainer not in SHAPE_PADDED_TRAINERS:
         return split if split > 1 else None
+    if plan.trainer in GENERATING_TRAINERS:
+        if split > 1:  # rule SP015 rejects a split for them; a plan built by hand keeps what the split needs
+            return split
+        # prompt and completion widths round up apart, each within its budget
+        multiple = math.gcd(plan.seq_len - plan.max_completion_len, plan.max_completion_len, SHAPE_MULTIPLE)
+        return multiple if multiple > 1 else None
     # the largest multiple of `split` up to SHAPE_MULTIPLE x split / gcd that divides seq_len
     multiple = split * math.gcd(plan.seq_len // split, max(1, SHAPE_MULTIPLE // math.gcd(split, SHAPE_MULTIPLE)))
     return multiple if multiple > 1 else None
@@ -443,15 +453,27 @@ def pad_reason(plan: Plan, pad: int | None) -> str:
         parts.append(f"Ulysses splits each sequence into sp_size={plan.sp_size} pieces")
     elif plan.cp_size > 1:
         parts.append(f"ring attention needs lengths divisible by 2 x cp_size={plan.cp_size}")
-    if pad is not None and pad > split:
+    generating = plan.trainer in GENERATING_TRAINERS
+    prompt = plan.seq_len - plan.max_completion_len
+    if pad is not None and pad > split and generating:
+        parts.append(f"prompts and completions each padded to a multiple of {pad} tokens (divides the prompt budget "
+                     f"{prompt} and max_completion_len {plan.max_completion_len}): cuDNN attention builds a graph per "
+                     "new batch width; at most (prompt budget / pad) x (max_completion_len / pad) widths (GRPO bundle "
+                     "on prompts of 256-512 tokens, H100: 41.2 s for 12 steps against 46.8 s unpadded)")
+    elif pad is not None and pad > split:
         parts.append(f"rows padded to a multiple of {pad} tokens (divides seq_len {plan.seq_len}): cuDNN attention "
                      "builds a graph per new batch width; at most seq_len / pad widths (bundle on rows of mixed "
                      "lengths, H100: 49.5 s for 60 steps against 98.3 s unpadded)")
-    if not parts:
-        return "no sequence/context parallelism: no padding multiple needed" + (
-            "" if plan.trainer in SHAPE_PADDED_TRAINERS else
-            f" ({plan.trainer.upper()}'s collator pads {'prompts and completions apart' if plan.trainer in GENERATING_TRAINERS else 'without one'})")
-    return "; ".join(parts)
+    if parts:
+        return "; ".join(parts)
+    if plan.trainer not in SHAPE_PADDED_TRAINERS:
+        return f"no sequence/context parallelism: no padding multiple needed ({plan.trainer.upper()}'s collator " \
+               "pads to the longest row and takes none)"
+    if generating:
+        return f"no multiple of 2-{SHAPE_MULTIPLE} tokens divides both the prompt budget {prompt} and " \
+               f"max_completion_len {plan.max_completion_len}: batch widths are the longest prompt's and completion's"
+    return f"no multiple of 2-{SHAPE_MULTIPLE} tokens divides seq_len {plan.seq_len}: batch widths are the " \
+           "longest row's"
 
 
 def ds_config(plan: Plan) -> dict:

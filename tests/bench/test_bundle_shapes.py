@@ -31,6 +31,19 @@ def test_the_padding_multiple_is_quoted_from_the_sft_runs():
     assert s["sftpad64-on"]["last10_median_s"] < s["sft-on"]["last10_median_s"]
 
 
+def test_the_generating_trainers_multiple_is_quoted_from_the_as_generated_runs():
+    s = BS.summary(BS.AS_GENERATED, first=55)  # sft-nopad stopped at 55 steps
+    quoted = " ".join(inspect.getsource(render).split())
+    for case in ("grpo-as-generated", "grpo-nopad"):
+        assert f"{s[case]['total_s']:.1f} s" in quoted, case
+        assert s[case]["steps"] == 12
+    assert f"{s['grpo-as-generated']['peak_allocated_gib']:.2f} GiB" in quoted
+    # padded prompts and completions beat the same bundle unpadded, which beats generate with cuDNN attention
+    assert s["grpo-as-generated"]["total_s"] < s["grpo-nopad"]["total_s"] < s["grpo-cudnn"]["total_s"]
+    # the SFT bundle as generated keeps its lead over the same bundle unpadded, over the steps both ran
+    assert s["sft-as-generated"]["first_steps_s"] < 0.8 * s["sft-nopad"]["first_steps_s"]
+
+
 def test_generation_without_cudnn_is_quoted_from_the_grpo_runs():
     t = _totals()
     for name in ("train.py.j2", "README.md.j2"):
@@ -61,6 +74,8 @@ def test_the_driver_runs_the_generate_case_on_the_bundle_s_own_wrapper():
     bundle with that call removed: the script must not run a wrapper of its own."""
     script = (REPO / "bench" / "bundle_shapes.sh").read_text(encoding="utf-8")
     assert "run grpo-generate grpo on 12" in script and "run grpo-on grpo-cudnn on 12" in script
+    # the as-generated GRPO bundle pads to 64; the cases it is compared with are edited back to no multiple
+    assert "run grpo-pad64 grpo-pad64 on 12" in script and "'pad_to_multiple_of': None," in script
     assert "generate_without_cudnn_attention()$/    pass" in script and "CUDNN_MODE=generate" not in script
 
 

@@ -26,9 +26,19 @@ def test_the_padding_multiple_never_lengthens_a_row_and_keeps_what_parallelism_n
     p = plan(**kw, **({"teacher": "qwen2.5-7b"} if trainer == "gkd" else {}))
     need = p.sp_size if p.sp_size > 1 else 2 * p.cp_size if p.cp_size > 1 else 1
     pad = pad_to_multiple_of(p)
-    if trainer not in SHAPE_PADDED_TRAINERS:
-        # GRPO/RLOO pad prompts and completions apart, GKD's collator takes no multiple: what parallelism needs only
+    if trainer not in SHAPE_PADDED_TRAINERS or (trainer in ("grpo", "rloo") and need > 1):
+        # GKD's collator takes no multiple (nor do GRPO/RLOO split sequences: rule SP015): what parallelism needs
         assert pad == (need if need > 1 else None)
+        return
+    if trainer in ("grpo", "rloo"):
+        # prompts and completions are padded apart: the multiple divides each budget, so neither grows past it
+        prompt, completion = seq_len - p.max_completion_len, p.max_completion_len
+        if pad is None:
+            assert all(prompt % m or completion % m for m in range(2, SHAPE_MULTIPLE + 1) if SHAPE_MULTIPLE % m == 0)
+            return
+        assert prompt % pad == 0 and completion % pad == 0 and 1 < pad <= SHAPE_MULTIPLE
+        if prompt % SHAPE_MULTIPLE == 0 and completion % SHAPE_MULTIPLE == 0:
+            assert pad == SHAPE_MULTIPLE
         return
     assert pad is not None and pad % need == 0
     if seq_len % need == 0:
@@ -38,11 +48,17 @@ def test_the_padding_multiple_never_lengthens_a_row_and_keeps_what_parallelism_n
         assert pad == SHAPE_MULTIPLE
 
 
-@pytest.mark.parametrize("trainer", ["sft", "dpo", "kto"])
+@pytest.mark.parametrize("trainer", ["sft", "dpo", "kto", "grpo", "rloo"])
 def test_padded_trainers_write_the_multiple_and_say_why(trainer):
-    p, files = _files(trainer=trainer, seq_len=2048)
+    p, files = _files(trainer=trainer, seq_len=2048, **({"max_completion_len": 256, "vllm_mode": "none"}
+                                                       if trainer in ("grpo", "rloo") else {}))
     assert train_constants(files["train.py"])["CONFIG"]["pad_to_multiple_of"] == SHAPE_MULTIPLE
-    assert "pad_to_multiple_of=CONFIG[\"pad_to_multiple_of\"]" in files["train.py"]
+    # the trainer's config receives it (a CONFIG value nothing reads pads nothing)
+    config_call = next(n for n in ast.walk(ast.parse(files["train.py"])) if isinstance(n, ast.Call)
+                       and getattr(n.func, "id", "").endswith("Config") and any(
+                           k.arg == "pad_to_multiple_of" for k in n.keywords))
+    assert ast.unparse(next(k.value for k in config_call.keywords if k.arg == "pad_to_multiple_of")) == \
+        "CONFIG['pad_to_multiple_of']"
     row = next(line for line in files["README.md"].splitlines() if line.startswith("| `pad_to_multiple_of`"))
     assert "cuDNN attention" in row and f"`{SHAPE_MULTIPLE}`" in row
     assert check_bundle_files(files) == []

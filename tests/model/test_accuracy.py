@@ -91,7 +91,8 @@ def test_later_verify_runs_are_one_run_per_case_and_gpu_kind_each_predicted_on_i
         same = [r for r in recs if r["verify"]["plan"] == recs[-1]["verify"]["plan"]]
         assert len(e.run.step_records) == len(same), e.run.name
         assert e.run.step_seconds == statistics.median(e.run.step_records)
-    assert len(later["new-rloo-q3-0.6b (H100-80GB)"].run.step_records) == 5  # 2026-12-05: two runs, -06: three
+    # 2026-12-05: two runs, -06: three, and one of the bundle as generated with pad_to_multiple_of 64
+    assert len(later["new-rloo-q3-0.6b (H100-80GB)"].run.step_records) == 6
     assert {e.run.split for e in report.later_verify_rows} == {"verify"}
     # a run that stopped before its first step for another reason than memory is neither a speed nor a demand
     assert "new-kto-q3-1.7b (H200)" not in later and all(e.run.status == "ok" for e in later.values())
