@@ -437,6 +437,10 @@ def pad_to_multiple_of(plan: Plan) -> int | None:
     if plan.trainer in GENERATING_TRAINERS:
         if split > 1:  # rule SP015 rejects a split for them; a plan built by hand keeps what the split needs
             return split
+        if plan.unsloth:
+            # Unsloth compiles its own GRPO/RLOO trainer (unsloth/models/rl_replacements.py rewrites
+            # _generate_and_score_completions and the loss): padded widths there are unmeasured, so none is asked
+            return None
         # prompt and completion widths round up apart, each within its budget
         multiple = math.gcd(plan.seq_len - plan.max_completion_len, plan.max_completion_len, SHAPE_MULTIPLE)
         return multiple if multiple > 1 else None
@@ -469,6 +473,8 @@ def pad_reason(plan: Plan, pad: int | None) -> str:
     if plan.trainer not in SHAPE_PADDED_TRAINERS:
         return f"no sequence/context parallelism: no padding multiple needed ({plan.trainer.upper()}'s collator " \
                "pads to the longest row and takes none)"
+    if generating and plan.unsloth:
+        return "no padding multiple: Unsloth compiles its own trainer, whose batching with one is unmeasured"
     if generating:
         return f"no multiple of 2-{SHAPE_MULTIPLE} tokens divides both the prompt budget {prompt} and " \
                f"max_completion_len {plan.max_completion_len}: batch widths are the longest prompt's and completion's"

@@ -8,6 +8,7 @@ import ast
 import pytest
 from gen_cases import MODELS, plan, result, target
 
+from advisor.bundle import render
 from advisor.bundle.consistency import check_bundle_files, train_constants
 from advisor.bundle.render import SHAPE_MULTIPLE, SHAPE_PADDED_TRAINERS, pad_to_multiple_of, render_bundle
 from advisor.model.generation import generates_with_hf
@@ -46,6 +47,16 @@ def test_the_padding_multiple_never_lengthens_a_row_and_keeps_what_parallelism_n
     assert pad <= need * SHAPE_MULTIPLE
     if need == 1 and seq_len % SHAPE_MULTIPLE == 0:
         assert pad == SHAPE_MULTIPLE
+
+
+@pytest.mark.parametrize("trainer", ["grpo", "rloo"])
+def test_unsloth_generating_bundles_ask_no_multiple(trainer):
+    # Unsloth compiles its own GRPO/RLOO trainer: its batching with a multiple is unmeasured
+    p, files = _files(trainer=trainer, seq_len=2048, max_completion_len=256, vllm_mode="none", unsloth=True,
+                      method="lora")
+    assert pad_to_multiple_of(p) is None
+    assert train_constants(files["train.py"])["CONFIG"]["pad_to_multiple_of"] is None
+    assert "Unsloth" in render.pad_reason(p, None)
 
 
 @pytest.mark.parametrize("trainer", ["sft", "dpo", "kto", "grpo", "rloo"])
