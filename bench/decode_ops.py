@@ -19,12 +19,11 @@ are (bench/decode_probe.py --padded). Results are data (one JSON file), not a te
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from collections import Counter
 from typing import Any
 
-from bench.rows_file import new_output_problem, save_json
+from bench.rows_file import check_models, new_output_problem, probe_header, save_json
 
 DEFAULT_MODELS = ("llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma-3-1b")
 SHORT, LONG = 4, 12
@@ -111,21 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     problem = new_output_problem(a.out)
     if problem:
         ap.error(problem)
-    from bench.models import resolve
-
     models = [m.strip() for m in a.models.split(",") if m.strip()]
-    for m in models:
-        try:
-            resolve(m)
-        except Exception as exc:  # the catalogue's unknown-name error, with its suggestion
-            ap.error(f"--models: {exc}")
+    check_models(ap, "--models", models)
     import torch
-    import transformers
 
     result: dict[str, Any] = {
-        "command": "python -m bench.decode_ops " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
+        **probe_header("bench.decode_ops", argv),
         "short_long": [SHORT, LONG], "depths": list(DEPTHS), "rows": [],
     }
     for m in models:

@@ -19,14 +19,13 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from typing import Any
 
 from bench.host_probe import device as _device
 from bench.host_probe import host_probe
 from bench.host_probe import sync as _sync
-from bench.rows_file import new_output_problem, save_json
+from bench.rows_file import check_models, new_output_problem, probe_header, save_json
 
 DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-3b")
 PROMPTS = (128, 1024, 2048)
@@ -134,20 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--prompts and --batches take comma-separated integers, e.g. --prompts 128,2048")
     if min(prompts + batches) < 1:
         ap.error("--prompts and --batches must be positive")
-    from bench.models import resolve
-
-    for m in a.models.split(","):
-        try:
-            resolve(m.strip())
-        except Exception as exc:  # the catalogue's unknown-name error, with its suggestion
-            ap.error(f"--models: {exc}")
+    check_models(ap, "--models", [m.strip() for m in a.models.split(",")])
     import torch
-    import transformers
 
     result: dict[str, Any] = {
-        "command": "python -m bench.decode_probe " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
+        **probe_header("bench.decode_probe", argv),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "host_cpu": platform.processor() or platform.machine(),
         "logical_cpus": os.cpu_count(), "load_average": list(os.getloadavg()),
         "short_long": [SHORT, LONG], "repeats": REPEATS,

@@ -1,5 +1,5 @@
 """Writing a rows file (the JSON list bench.run --rows-file reads) without replacing anyone's file, and a probe's
-results file in place, whole or not at all."""
+results file in place, whole or not at all; the checks and the header the probes share."""
 
 from __future__ import annotations
 
@@ -50,3 +50,28 @@ def save_json(path: str, obj) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=1)
     os.replace(tmp, path)
+
+
+def check_models(ap, flag: str, names: list[str]) -> None:
+    """Stop the probe with a usage error (argparse's exit 2) naming the first catalogue id it does not know, with
+    the catalogue's suggestion, before anything heavy is imported."""
+    from bench.models import resolve
+
+    for name in names:
+        try:
+            resolve(name)
+        except Exception as exc:  # the catalogue's unknown-name error, with its suggestion
+            ap.error(f"{flag}: {exc}")
+
+
+def probe_header(module: str, argv: list[str] | None) -> dict:
+    """The command that ran a probe and the versions it ran with: the first keys of every probe's results file."""
+    import platform
+    import sys
+
+    import torch
+    import transformers
+
+    return {"command": f"python -m {module} " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                         "python": platform.python_version()}}

@@ -16,13 +16,11 @@ warm-up at the same shape. Results are data (one JSON file), not a test.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
-import sys
 import time
 from typing import Any
 
-from bench.rows_file import new_output_problem, save_json
+from bench.rows_file import check_models, new_output_problem, probe_header, save_json
 
 SEQS = (1024, 4096)
 """Tokens per sequence of the timed forward + backward: a short and a long context, where attention's share of the
@@ -101,21 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     problem = new_output_problem(a.out)
     if problem:
         ap.error(problem)
-    from bench.models import resolve
-
-    try:
-        resolve(a.model)
-    except Exception as exc:  # the catalogue's unknown-name error, with its suggestion
-        ap.error(f"--model: {exc}")
+    check_models(ap, "--model", [a.model])
     import torch
-    import transformers
 
     from bench.host_probe import host_probe
 
     result: dict[str, Any] = {
-        "command": "python -m bench.sdpa_probe " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
+        **probe_header("bench.sdpa_probe", argv),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "repeats": REPEATS,
         "host": host_probe(torch), "rows": []}
     probe(torch, a.model, result["rows"], lambda: save_json(a.out, result))
