@@ -85,10 +85,11 @@ def cases(probe: dict[str, Any]) -> list[dict[str, Any]]:
         head = S.fused_head_seconds(d, target, MA.logit_tokens(plan)) if plan.trainer in S.FUSED_HEAD_TRAINERS else 0.0
         base_elem = m["elementwise"] - head
         flops_gemm = m["compute"] * peak * eff
-        flops_attn = m["attention"] * peak * S.attention_efficiency(plan.seq_len)
+        flops_attn = m["attention"] * peak * S.attention_efficiency(plan.seq_len, d.head_dim)
         out.append({
             "case": f"{c['model']} {c['method']} s{c['seq_len']} x{c['micro_batch']}", "model": c["model"],
-            "method": c["method"], "hidden": d.h, "tokens": t, "seq_len": plan.seq_len, "lora": lora,
+            "method": c["method"], "hidden": d.h, "tokens": t, "seq_len": plan.seq_len, "head_dim": d.head_dim,
+            "lora": lora,
             "liger": plan.liger,
             "measured": {"gemm": gemm_s, "attention": attn_s, "other": other_s,
                          "total": c["forward_backward"]["kernel_s"]},
@@ -146,18 +147,33 @@ def gemm_curve(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"MFU_CEILING": best[1], "HIDDEN_HALF": best[2], "TOKENS_HALF": best[3], "mean_abs_log_error": best[0]}
 
 
+HEAD_DIM_FACTORS = {96: "ATTENTION_HEAD_DIM_96", 128: "ATTENTION_HEAD_DIM_128", 256: "ATTENTION_HEAD_DIM_256"}
+"""The head sizes whose attention efficiency has its own factor over head_dim 64's (advisor.model.speed
+attention_head_dim_factor)."""
+
+
 def attention_curve(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """ATTENTION_EFFICIENCY x s / (s + ATTENTION_SEQ_HALF) through every case's measured attention efficiency: the
-    grid point of least mean |log error|."""
-    pts = [(r["seq_len"], r["attention_efficiency"]) for r in rows if r["attention_efficiency"]]
-    best: tuple[float, float, float] | None = None
+    """ATTENTION_EFFICIENCY x s / (s + ATTENTION_SEQ_HALF) x the head size's factor through every case's measured
+    attention efficiency (each case's rate at its own head size: the model's attention FLOPs over the measured
+    kernel time): per grid point, each head size's factor is the geometric mean of its cases over the curve
+    (head_dim 64's is 1 by definition), and the grid point of least mean |log error| is taken."""
+    pts = [(r["seq_len"], r["head_dim"], r["attention_efficiency"]) for r in rows if r["attention_efficiency"]]
+    unknown = {hd for _, hd, _ in pts} - set(HEAD_DIM_FACTORS) - {64}
+    assert not unknown, f"cases at head sizes with no factor: {sorted(unknown)}"
+    best: tuple[float, float, float, dict[int, float]] | None = None
     for a in ATTENTION_GRID["ceiling"]:
         for sh in ATTENTION_GRID["seq_half"]:
-            err = sum(abs(math.log(a * s / (s + sh) / e)) for s, e in pts) / len(pts)
+            logs: dict[int, list[float]] = {}
+            for s, hd, e in pts:
+                logs.setdefault(hd, []).append(math.log(e / (a * s / (s + sh))))
+            factor = {hd: (0.0 if hd == 64 else sum(v) / len(v)) for hd, v in logs.items()}
+            err = sum(abs(x - factor[hd]) for hd, v in logs.items() for x in v) / len(pts)
             if best is None or err < best[0] - 1e-12:
-                best = (err, a, sh)
+                best = (err, a, sh, {hd: math.exp(f) for hd, f in factor.items()})
     assert best is not None, "no case with attention kernels in the probe"
-    return {"ATTENTION_EFFICIENCY": best[1], "ATTENTION_SEQ_HALF": best[2], "mean_abs_log_error": best[0]}
+    assert 64 in best[3] and set(HEAD_DIM_FACTORS) <= set(best[3]), "the probes miss a head size the model scales"
+    return {"ATTENTION_EFFICIENCY": best[1], "ATTENTION_SEQ_HALF": best[2],
+            **{name: best[3][hd] for hd, name in HEAD_DIM_FACTORS.items()}, "mean_abs_log_error": best[0]}
 
 
 def lora_gemm_efficiency(probe: dict[str, Any]) -> float:
@@ -170,14 +186,19 @@ def lora_gemm_efficiency(probe: dict[str, Any]) -> float:
     return sum(r["bytes"] for r in rows) / (sum(r["us"] for r in rows) * 1e-6) / bw
 
 
-def derived(probe: dict[str, Any] | None = None) -> dict[str, float]:
-    """The values the probe gives the GPU-rate constants of advisor/model/speed.py."""
-    probe = probe or load()
+def derived(probe: dict[str, Any] | None = None, families: dict[str, Any] | None = None) -> dict[str, float]:
+    """The values the probe gives the GPU-rate constants of advisor/model/speed.py; the attention curve also runs
+    through the cases of `families` (default: FAMILIES_PROBE when `probe` is the default one), whose Phi-3, Gemma-3,
+    Mistral and MoE cases add head sizes 96, 128 and 256."""
+    if probe is None:
+        probe = load()
+        families = families or load(FAMILIES_PROBE)
     rows = cases(probe)
     curve = gemm_curve(rows)
+    attention_rows = rows + (cases(families) if families else [])
     return {
         "MFU_CEILING": curve["MFU_CEILING"], "HIDDEN_HALF": curve["HIDDEN_HALF"], "TOKENS_HALF": curve["TOKENS_HALF"],
-        **{k: v for k, v in attention_curve(rows).items() if k != "mean_abs_log_error"},
+        **{k: v for k, v in attention_curve(attention_rows).items() if k != "mean_abs_log_error"},
         "ELEMENTWISE_BW_EFFICIENCY": statistics.median(r["elementwise_efficiency"] for r in rows
                                                        if r["elementwise_efficiency"]),
         "LORA_GEMM_BW_EFFICIENCY": lora_gemm_efficiency(probe),
@@ -241,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     from advisor.model import speed as S
 
     probe = load(a.probe)
-    got = derived(probe)
+    got = derived(probe, load(FAMILIES_PROBE) if a.probe == PROBE else None)
     print(f"{a.probe} ({probe['gpu']}, torch {probe['versions'].get('torch')}, transformers "
           f"{probe['versions'].get('transformers')})")
     for k, v in got.items():

@@ -137,6 +137,22 @@ CASES: list[dict] = [
      "shows": "a Gemma-3 SFT planned near the GPU's capacity"},
     {"name": "new-dpo-sm1.7b", "model": "smollm2-1.7b", "generate": ["--trainer", "dpo"], "verify": [],
      "shows": "a SmolLM2 full DPO, as planned"},
+    # Catalogue models no calibration row or earlier case ran (2026-12-06), each the planner's own pick
+    {"name": "new-lora-q3-4b-4k", "model": "qwen3-4b", "generate": ["--method", "lora", "--seq-len", "4096"],
+     "verify": [], "shows": "a Qwen3-4B LoRA SFT at 4k tokens, as planned"},
+    {"name": "new-dpo-g3-4b-lora", "model": "gemma-3-4b", "generate": ["--trainer", "dpo", "--method", "lora"],
+     "verify": [], "shows": "a Gemma-3-4B LoRA DPO, as planned"},
+    {"name": "new-qlora-q3-8b", "model": "qwen3-8b", "generate": ["--method", "qlora", "--seq-len", "2048"],
+     "verify": [], "shows": "a Qwen3-8B QLoRA SFT, as planned"},
+    {"name": "new-kto-sm360m", "model": "smollm2-360m", "generate": ["--trainer", "kto"], "verify": [],
+     "shows": "a SmolLM2-360M full KTO, as planned"},
+    {"name": "new-sft-sm135m-8k", "model": "smollm2-135m", "generate": ["--seq-len", "8192"], "verify": [],
+     "shows": "a SmolLM2-135M SFT at 8k tokens, as planned (logits dominate)"},
+    {"name": "new-gkd-q3-0.6b", "model": "qwen3-0.6b", "generate": ["--trainer", "gkd", "--teacher", "qwen3-1.7b"],
+     "verify": [], "shows": "a Qwen3-0.6B GKD from a Qwen3-1.7B teacher, as planned"},
+    {"name": "new-grpo-q3-1.7b", "model": "qwen3-1.7b",
+     "generate": ["--trainer", "grpo", "--vllm", "none", "--seq-len", "1024", "--max-completion-len", "256"],
+     "verify": ["--steps", "6"], "shows": "a Qwen3-1.7B GRPO with transformers' generate, as planned"},
 ]
 
 

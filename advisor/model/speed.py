@@ -184,13 +184,27 @@ chunk/split views), which take the non-vectorized elementwise_kernel path. Measu
 (bench/kernel_terms.py on bench/results/kernel-probe-h200-2026-12-02.json): the median over the probe's full
 fine-tunes of the bytes layer_elementwise_bytes counts over the GPU time of their non-GEMM, non-attention kernels
 (less TRL's fused head, fused_head_seconds): 0.42-0.55."""
-ATTENTION_EFFICIENCY = 0.36
+ATTENTION_EFFICIENCY = 0.35
 """Fraction of the dense bf16 peak SDPA's fused attention kernels (cuDNN / flash, forward and backward) sustain on
 long sequences (attention_efficiency), measured like ELEMENTWISE_BW_EFFICIENCY: each case's attention FLOPs over its
 attention kernels' GPU time, 0.24-0.46 of the peak. Before, attention ran at the GEMMs' efficiency."""
 ATTENTION_SEQ_HALF = 384
 """Sequence length at which attention_efficiency halves; measured with ATTENTION_EFFICIENCY (bench/kernel_terms.py:
 the probe's cases run 1,024 to 8,192 tokens per sequence)."""
+ATTENTION_HEAD_DIM_96 = 0.98
+"""Attention efficiency at head_dim 96 (Phi-3) over that at head_dim 64, the size ATTENTION_EFFICIENCY is read at.
+The fused kernels tile each head's q, k and v whole: a wider head does more FLOPs per key/value tile loaded, up to
+the size whose tiles still fit the SM's registers and shared memory (128 on Hopper), and past it the kernels take
+smaller tiles (FlashAttention-2's head-dim-256 kernels use 64-wide blocks against 128 at 128). Measured with
+ATTENTION_EFFICIENCY, on the same cases (bench/kernel_terms.py attention_curve: the geometric mean of each head
+size's cases over the curve at 64): per case, at head_dim 64 0.92-1.02 of the curve (8 cases), at 96 0.96-1.01
+(2), at 128 1.07-1.43 (14), at 256 0.77-0.83 (2; bench/results/kernel-probe-h200-2026-12-02.json and its families
+file). With one efficiency for every head size the measured attention time was 0.72-1.28 of the model's, with these
+factors 0.86-1.15."""
+ATTENTION_HEAD_DIM_128 = 1.23
+"""... at head_dim 128 (Llama 3B and up, Qwen2.5 1.5B and up, Qwen3, Mistral, Mixtral, Phi-3-medium, Phi-4)."""
+ATTENTION_HEAD_DIM_256 = 0.80
+"""... at head_dim 256 (Gemma 2 and Gemma 3 up to 12B)."""
 LORA_GEMM_BW_EFFICIENCY = 0.69
 """Fraction of the HBM bandwidth the adapters' skinny GEMMs (tokens x features by features x 16, and back) stream
 at: the graph-replayed shapes of the same probe, bytes over time."""
@@ -293,7 +307,7 @@ CPU_ADAM_SERIAL_NS = 0.076
 around each sub-group's step): each offload record's implied CPU step per parameter less CPU_ADAM_CORE_NS / its CPUs,
 the median per host, then over the eleven hosts (bench/offload_terms.py serial_term). It follows the host: the hosts'
 medians run from 0.04 to 0.49 ns on machines of one kind, six of them at 0.04-0.07 and five at 0.19-0.49, and each
-host's records predicted from the other hosts' terms are off by 9 % (median) and 39 % (worst) (leave one host out,
+host's records predicted from the other hosts' terms are off by 8 % (median) and 39 % (worst) (leave one host out,
 docs/accuracy.md). With 16 CPUs the two terms give 0.33 ns per parameter. It was 0.275 while the gradients' copies to
 the host were counted as mostly hidden behind the backward (offload_gradient_bytes): fitted to grad_accum-1 rows, it
 carried their cost, which made ZeRO-2 offload rows over-predicted by 13-41 % and ZeRO-3's with accumulation
@@ -486,10 +500,23 @@ def gemm_efficiency(hidden: int, tokens: int) -> float:
     return MFU_CEILING * hidden / (hidden + HIDDEN_HALF) * tokens / (tokens + TOKENS_HALF)
 
 
-def attention_efficiency(seq_len: int) -> float:
-    """Fraction of the peak SDPA's fused attention kernels sustain: ATTENTION_EFFICIENCY, less for short sequences
-    (x s / (s + ATTENTION_SEQ_HALF): fewer key blocks per query block to pipeline)."""
-    return ATTENTION_EFFICIENCY * seq_len / (seq_len + ATTENTION_SEQ_HALF)
+def attention_head_dim_factor(head_dim: int) -> float:
+    """Attention efficiency at this head size over that at 64 (ATTENTION_HEAD_DIM_96's note): the measured sizes'
+    factors, linear between them, held at the end values outside 64-256."""
+    points = ((64, 1.0), (96, ATTENTION_HEAD_DIM_96), (128, ATTENTION_HEAD_DIM_128), (256, ATTENTION_HEAD_DIM_256))
+    if head_dim <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points[:-1], points[1:], strict=True):
+        if head_dim <= x1:
+            return y0 + (y1 - y0) * (head_dim - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def attention_efficiency(seq_len: int, head_dim: int = 64) -> float:
+    """Fraction of the peak SDPA's fused attention kernels sustain: ATTENTION_EFFICIENCY at head_dim 64, less for
+    short sequences (x s / (s + ATTENTION_SEQ_HALF): fewer key blocks per query block to pipeline), scaled by the
+    head size (attention_head_dim_factor)."""
+    return ATTENTION_EFFICIENCY * seq_len / (seq_len + ATTENTION_SEQ_HALF) * attention_head_dim_factor(head_dim)
 
 
 def mem_bw(target: Target) -> float:
@@ -626,7 +653,7 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
         bias_bytes = masked * d.L * per_layer * (5 + HALF * d.heads / max(1, plan.sp_size))
     # SDPA's fused kernels (cuDNN / flash) sustain ATTENTION_EFFICIENCY of the peak; eager attention runs its scores
     # as batched GEMMs plus the streamed score matrix
-    attn_rate = peak * (eff if plan.attn == "eager" else attention_efficiency(plan.seq_len))
+    attn_rate = peak * (eff if plan.attn == "eager" else attention_efficiency(plan.seq_len, d.head_dim))
     compute = train_mm / (peak * eff)
     attention = train_attn / attn_rate + 3 * (eager_bytes + bias_bytes) / mem_bw(target)
     recompute = recompute_mm / (peak * eff) + ((recompute_attn / attn_rate + (eager_bytes + bias_bytes)

@@ -17,7 +17,8 @@ from bench import kernel_terms as K
 REPO = Path(__file__).resolve().parents[2]
 # how far a constant may sit from the value the probe gives it: the rounding of the written value
 TOLERANCE = {"MFU_CEILING": 0.005, "HIDDEN_HALF": 0, "TOKENS_HALF": 0, "ATTENTION_EFFICIENCY": 0.005,
-             "ATTENTION_SEQ_HALF": 0, "ELEMENTWISE_BW_EFFICIENCY": 0.01, "LORA_GEMM_BW_EFFICIENCY": 0.01}
+             "ATTENTION_SEQ_HALF": 0, "ATTENTION_HEAD_DIM_96": 0.005, "ATTENTION_HEAD_DIM_128": 0.005,
+             "ATTENTION_HEAD_DIM_256": 0.005, "ELEMENTWISE_BW_EFFICIENCY": 0.01, "LORA_GEMM_BW_EFFICIENCY": 0.01}
 GPU_TIME_BAND = (0.9, 1.1)
 """Measured / model GPU seconds of every profiled micro-batch, all kernels together."""
 
@@ -33,7 +34,7 @@ def cases(probe):
 
 
 def test_measured_constants_are_the_probes(probe):
-    got = K.derived(probe)
+    got = K.derived(probe, K.load(K.FAMILIES_PROBE))
     assert set(got) == set(TOLERANCE)
     for name, value in got.items():
         assert abs(getattr(S, name) - value) <= TOLERANCE[name], (name, getattr(S, name), value)
@@ -59,6 +60,56 @@ def test_the_probe_covers_full_lora_and_liger(cases):
     assert any(c["lora"] for c in cases) and any(c["liger"] for c in cases)
     assert sum(1 for c in cases if c["gemm_efficiency"]) >= 8  # the GEMM curve has points across sizes
     assert len({c["hidden"] for c in cases if c["gemm_efficiency"]}) >= 5
+
+
+ATTENTION_TIME_BAND = (0.8, 1.2)
+"""Measured / model attention-kernel seconds of every profiled micro-batch with fused attention: one efficiency for
+every head size left them at 0.72-1.28 (head_dim 128 faster, 256 slower than 64)."""
+
+
+def test_every_profiled_attention_within_the_band(probe):
+    rows = K.cases(probe) + K.cases(K.load(K.FAMILIES_PROBE))
+    timed = [r for r in rows if r["measured"]["attention"] and r["model_s"]["attention"]]
+    assert {r["head_dim"] for r in timed} >= {64, 96, 128, 256}
+    lo, hi = ATTENTION_TIME_BAND
+    off = [(r["case"], r["head_dim"], round(r["measured"]["attention"] / r["model_s"]["attention"], 3)) for r in timed
+           if not lo <= r["measured"]["attention"] / r["model_s"]["attention"] <= hi]
+    assert not off, off
+
+
+def test_attention_head_dim_factor_interpolates_between_measured_sizes():
+    f = S.attention_head_dim_factor
+    assert f(64) == f(32) == 1.0
+    assert f(96) == S.ATTENTION_HEAD_DIM_96 and f(128) == S.ATTENTION_HEAD_DIM_128
+    assert f(256) == f(512) == S.ATTENTION_HEAD_DIM_256
+    assert min(f(96), f(128)) < f(112) < max(f(96), f(128))
+    assert S.attention_efficiency(2048, 128) / S.attention_efficiency(2048, 64) == pytest.approx(S.ATTENTION_HEAD_DIM_128)
+
+
+def test_catalogue_head_sizes_lie_in_the_measured_range():
+    import tomllib
+
+    from advisor.catalog.lookup import resolve_model
+
+    ids = tomllib.loads((REPO / "advisor/catalog/data/models.toml").read_text())
+    sizes = {resolve_model(i).head_dim for i in ids}
+    assert sizes and all(64 <= s <= 256 for s in sizes), sorted(sizes)
+
+
+def test_attention_time_follows_the_models_head_size(monkeypatch):
+    """The fused attention's seconds of a plan scale by its model's head-size factor alone: halving the factor at
+    256 doubles Gemma-3's (head_dim 256) fused-kernel time and leaves Qwen3's (128) as it was."""
+    from advisor.model import dims as MD
+
+    def attention(name: str) -> float:
+        model, plan, target = K._case_plan({"model": name, "method": "full", "seq_len": 2048, "micro_batch": 4})
+        d = MD.dims(model)
+        return S.micro_batch_times(d, model, plan, target, MD.Precision.of(plan))["attention"]
+
+    base = {n: attention(n) for n in ("gemma-3-1b", "qwen3-1.7b")}
+    monkeypatch.setattr(S, "ATTENTION_HEAD_DIM_256", S.ATTENTION_HEAD_DIM_256 / 2)
+    assert attention("qwen3-1.7b") == base["qwen3-1.7b"]
+    assert attention("gemma-3-1b") > 1.3 * base["gemma-3-1b"]  # the masked layers' bias reads do not scale
 
 
 def test_gemm_curve_recovers_known_parameters():

@@ -56,7 +56,7 @@ CONFIG = {
     'trainer': 'dpo',  # the trainer asked for (--trainer; sft when not given)
     'method': 'lora',  # pinned by --method
     'lora_r': 16,  # TRL ModelConfig default lora_r=16
-    'backend': 'deepspeed',  # fastest that fits: 8,057 tokens/s predicted
+    'backend': 'deepspeed',  # fastest that fits: 8,110 tokens/s predicted
     'zero_stage': 1,  # chosen by the plan search: the fastest candidate that fits (predicted peak 52.7 of 78.1 GiB)
     'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 52.7 of 78.1 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded

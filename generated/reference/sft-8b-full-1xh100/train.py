@@ -54,7 +54,7 @@ CONFIG = {
     'trainer': 'sft',  # the trainer asked for (--trainer; sft when not given)
     'method': 'full',  # pinned by --method
     'lora_r': 16,  # unused: full fine-tuning trains every weight
-    'backend': 'single',  # fastest that fits: 10,706 tokens/s predicted
+    'backend': 'single',  # fastest that fits: 10,784 tokens/s predicted
     'zero_stage': 0,  # 0: not a DeepSpeed plan
     'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 67.7 of 78.3 GiB)
     'offload_device': 'cpu',  # unused: nothing is offloaded
@@ -62,7 +62,7 @@ CONFIG = {
     'seq_len': 1024,  # TRL's max_length default (1024)
     'micro_batch': 16,  # 16: the largest that fits with headroom (32 needs 76.3 GiB, over the 72.5 GiB limit)
     'grad_accum': 4,  # 16 x 1 data-parallel x 4 = 64 sequences per step (target 64)
-    'grad_ckpt': True,  # on: allows a larger micro-batch, 10,706 vs 7,955 tokens/s without it
+    'grad_ckpt': True,  # on: allows a larger micro-batch, 10,784 vs 7,986 tokens/s without it
     'liger': True,  # on: predicted faster or smaller
     'attn': 'sdpa',  # sdpa: PyTorch's fused attention, no extra package
     'packing': False,  # off: packing changes which samples share a sequence, a data choice left to --packing
