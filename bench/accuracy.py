@@ -1098,6 +1098,21 @@ def _kernel_section(w, rows: list[Evaluated]) -> None:
       "attention_curve; every catalogue model has one of these four sizes); with them the attention time is 0.86-1.15 "
       "of the model's, and `tests/model/test_kernel_terms.py` keeps it within 0.8-1.2.")
     w("")
+    chk = KT.load(KT.HEAD_DIM_CHECK_PROBE)
+    chk_cases = KT.cases(chk)
+    w(f"Held out from that fit: `{KT.HEAD_DIM_CHECK_PROBE}` ({chk['gpu']}, transformers "
+      f"{chk['versions'].get('transformers')}; `python -m bench.kernel_probe --skip-graphs --cases ...`), "
+      f"{len(chk_cases)} micro-batches profiled the same way on another GPU once the factors were in, two of models "
+      "no probe had run (Gemma-3-4B, head_dim 256; Qwen3-4B, 128), each modelled on that GPU's own catalogue rates. "
+      "Attention time measured / model: " + ", ".join(
+          f"{c['case']} {c['measured']['attention'] / c['model_s']['attention']:.2f}" for c in chk_cases) + ". "
+      "On this GPU the rest of the micro-batch ran faster than the model gives it (all kernels "
+      f"{min(c['measured']['total'] / c['model_s']['total'] for c in chk_cases):.2f}-"
+      f"{max(c['measured']['total'] / c['model_s']['total'] for c in chk_cases):.2f} of the model's; the non-GEMM, "
+      "non-attention kernels at "
+      f"{KT.derived(chk)['ELEMENTWISE_BW_EFFICIENCY']:.2f} of its HBM bandwidth against the H200's "
+      f"{S.ELEMENTWISE_BW_EFFICIENCY:.2f}): one probe of one machine, not yet a per-GPU term.")
+    w("")
     w("Measured / model GPU seconds of each profiled micro-batch, by kind of kernel (GEMM, attention, the rest) and "
       "in all: `tests/model/test_kernel_terms.py` keeps every total within "
       "0.9-1.1.")

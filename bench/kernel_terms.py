@@ -30,6 +30,9 @@ PROBE = "bench/results/kernel-probe-h200-2026-12-02.json"
 FAMILIES_PROBE = "bench/results/kernel-probe-h200-2026-12-02-families.json"
 """The families the first probe had little or nothing of (the MoE models at reduced depth, Gemma-2 eager, Gemma-3,
 Phi-3, Mistral), at 4-8k tokens per micro-batch, profiled on another H200 of the same day."""
+HEAD_DIM_CHECK_PROBE = "bench/results/kernel-probe-h100-2026-12-06-headdim.json"
+"""Held out from the attention curve: seven micro-batches profiled the same way on one H100 (--skip-graphs) once the
+head-size factors were in, two of models no probe had run (Gemma-3-4B at head_dim 256, Qwen3-4B at 128)."""
 GPU_ID = "H200"
 GEMM_GRID = {"ceiling": [x / 1000 for x in range(650, 951, 5)], "hidden_half": [0, 32, 64, 128, 192, 256, 384, 512],
              "tokens_half": [0, 128, 256, 512, 768, 1024, 1536]}
@@ -41,9 +44,17 @@ def load(path: str = PROBE, root: Path = REPO) -> dict[str, Any]:
     return json.loads((root / path).read_text())
 
 
-def _case_plan(case: dict[str, Any], versions: dict[str, str] | None = None):
-    """(model, plan, target) of a profiled case; the target names the probe's transformers release, which the
-    model's MoE term depends on (advisor.model.speed.moe_sentinel_masks)."""
+def probe_gpu(probe: dict[str, Any]):
+    """The catalogue GPU a probe ran on (its NVML name), so each case is modelled on that GPU's rates; GPU_ID for
+    a probe that names none."""
+    from advisor.catalog import match_nvml_name, resolve_gpu
+
+    return match_nvml_name(probe.get("gpu") or "", None) or resolve_gpu(GPU_ID)
+
+
+def _case_plan(case: dict[str, Any], versions: dict[str, str] | None = None, gpu=None):
+    """(model, plan, target) of a profiled case, on `gpu` (a catalogue GPU; default GPU_ID); the target names the
+    probe's transformers release, which the model's MoE term depends on (advisor.model.speed.moe_sentinel_masks)."""
     from advisor.catalog import resolve_gpu
     from advisor.core.target import Target
     from advisor.model.bench_rows import plan_from_bench_row
@@ -56,7 +67,7 @@ def _case_plan(case: dict[str, Any], versions: dict[str, str] | None = None):
             liger=case["method"].endswith("-liger"), attn=case_attention(model),
             layers=model.layers if "@L" in case["model"] else None)
     software = {"transformers": versions["transformers"]} if (versions or {}).get("transformers") else {}
-    return model, plan_from_bench_row(r), Target(gpu=resolve_gpu(GPU_ID), gpus_per_node=1, nodes=1,
+    return model, plan_from_bench_row(r), Target(gpu=gpu or resolve_gpu(GPU_ID), gpus_per_node=1, nodes=1,
                                                   software=software)
 
 
@@ -67,10 +78,11 @@ def cases(probe: dict[str, Any]) -> list[dict[str, Any]]:
     from advisor.model import speed as S
 
     out = []
+    gpu = probe_gpu(probe)
     for c in probe["micro_batches"]:
         if "error" in c:
             continue
-        model, plan, target = _case_plan(c, probe.get("versions"))
+        model, plan, target = _case_plan(c, probe.get("versions"), gpu)
         d = MD.dims(model)
         pr = MD.Precision.of(plan)
         m = S.micro_batch_times(d, model, plan, target, pr)
@@ -182,7 +194,7 @@ def lora_gemm_efficiency(probe: dict[str, Any]) -> float:
     from advisor.catalog import resolve_gpu
 
     rows = probe["lora_gemms"]
-    bw = resolve_gpu(GPU_ID).mem_bw_gbps * 1e9
+    bw = (probe_gpu(probe) or resolve_gpu(GPU_ID)).mem_bw_gbps * 1e9
     return sum(r["bytes"] for r in rows) / (sum(r["us"] for r in rows) * 1e-6) / bw
 
 
@@ -201,7 +213,8 @@ def derived(probe: dict[str, Any] | None = None, families: dict[str, Any] | None
         **{k: v for k, v in attention_curve(attention_rows).items() if k != "mean_abs_log_error"},
         "ELEMENTWISE_BW_EFFICIENCY": statistics.median(r["elementwise_efficiency"] for r in rows
                                                        if r["elementwise_efficiency"]),
-        "LORA_GEMM_BW_EFFICIENCY": lora_gemm_efficiency(probe),
+        # a probe run with --skip-graphs replayed no LoRA GEMMs: it gives no bandwidth for them
+        **({"LORA_GEMM_BW_EFFICIENCY": lora_gemm_efficiency(probe)} if probe.get("lora_gemms") else {}),
     }
 
 
@@ -210,9 +223,12 @@ def step_gaps(probe: dict[str, Any], rows=None) -> list[dict[str, Any]]:
     no checkpointing): their measured step time less the profiled micro-batch's wall time, less what the model adds
     outside the micro-batch (STEP_FIXED_SECONDS, the data path, the optimizer step). LoRA's remainder per adapter
     tensor is LORA_STEP_SECONDS_PER_TENSOR."""
+    from advisor.catalog import resolve_gpu
     from advisor.model import dims as MD
     from advisor.model import speed as S
 
+    if probe_gpu(probe).id != resolve_gpu(GPU_ID).id:
+        return []  # the benchmark's steps ran on GPU_ID: another GPU's micro-batches have no step to set them against
     if rows is None:
         from bench.accuracy import build
 
@@ -268,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in got.items():
         print(f"  {k:26s} derived {v:.4g}   in use {getattr(S, k):.4g}")
     gaps = step_gaps(probe)
-    print(f"  LORA_STEP_SECONDS_PER_TENSOR derived {lora_step_seconds_per_tensor(gaps):.3g}   in use "
-          f"{S.LORA_STEP_SECONDS_PER_TENSOR:.3g}")
+    if any(g["gap_per_adapter_tensor_s"] for g in gaps):
+        print(f"  LORA_STEP_SECONDS_PER_TENSOR derived {lora_step_seconds_per_tensor(gaps):.3g}   in use "
+              f"{S.LORA_STEP_SECONDS_PER_TENSOR:.3g}")
     for g in gaps:
         print(f"    {g['row']:48s} TRL step {g['step_s']:.3f} s, micro-batch {g['micro_batch_wall_s']:.3f} s, "
               f"modelled outside {g['outside_s']:.3f} s: gap {g['gap_s'] * 1e3:+.1f} ms")

@@ -77,6 +77,27 @@ def test_every_profiled_attention_within_the_band(probe):
     assert not off, off
 
 
+def test_the_held_out_h100_probe_meets_the_attention_band():
+    """The head-size factors, read off the H200 probes, against micro-batches they were not read from: one H100,
+    models no probe had run (Gemma-3-4B, Qwen3-4B), each case modelled on the H100's own catalogue rates."""
+    probe = K.load(K.HEAD_DIM_CHECK_PROBE)
+    assert K.probe_gpu(probe).id == "H100-80GB"
+    rows = K.cases(probe)
+    assert {"gemma-3-4b", "qwen3-4b"} <= {r["model"] for r in rows} and {r["head_dim"] for r in rows} >= {64, 128, 256}
+    lo, hi = ATTENTION_TIME_BAND
+    ratios = {r["case"]: r["measured"]["attention"] / r["model_s"]["attention"] for r in rows}
+    assert all(lo <= x <= hi for x in ratios.values()), ratios
+
+
+def test_kernel_terms_reads_a_probe_without_replayed_graphs():
+    """A probe run with --skip-graphs has no LoRA GEMMs, and one of another GPU no benchmark steps: the report
+    prints what it can, without a traceback."""
+    out = subprocess.run([sys.executable, "-m", "bench.kernel_terms", "--probe", K.HEAD_DIM_CHECK_PROBE], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "LORA_GEMM_BW_EFFICIENCY" not in out.stdout and "ATTENTION_HEAD_DIM_256" in out.stdout
+
+
 def test_attention_head_dim_factor_interpolates_between_measured_sizes():
     f = S.attention_head_dim_factor
     assert f(64) == f(32) == 1.0
