@@ -190,11 +190,9 @@ def attention_curve(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def lora_gemm_efficiency(probe: dict[str, Any]) -> float:
     """Bytes over time of every graph-replayed LoRA GEMM shape (down and up alike: the backward runs both kinds as
-    often as the forward), over the catalogue's HBM bandwidth of the GPU."""
-    from advisor.catalog import resolve_gpu
-
+    often as the forward), over the catalogue's HBM bandwidth of the GPU the probe ran on."""
     rows = probe["lora_gemms"]
-    bw = (probe_gpu(probe) or resolve_gpu(GPU_ID)).mem_bw_gbps * 1e9
+    bw = probe_gpu(probe).mem_bw_gbps * 1e9
     return sum(r["bytes"] for r in rows) / (sum(r["us"] for r in rows) * 1e-6) / bw
 
 

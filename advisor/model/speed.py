@@ -193,9 +193,10 @@ ATTENTION_SEQ_HALF = 384
 the probe's cases run 1,024 to 8,192 tokens per sequence)."""
 ATTENTION_HEAD_DIM_96 = 0.98
 """Attention efficiency at head_dim 96 (Phi-3) over that at head_dim 64, the size ATTENTION_EFFICIENCY is read at.
-The fused kernels tile each head's q, k and v whole: a wider head does more FLOPs per key/value tile loaded, up to
-the size whose tiles still fit the SM's registers and shared memory (128 on Hopper), and past it the kernels take
-smaller tiles (FlashAttention-2's head-dim-256 kernels use 64-wide blocks against 128 at 128). Measured with
+On Hopper PyTorch's SDPA runs cuDNN's fused kernels, built per head size (the probes' kernel names:
+..._flash_fprop_..._64x128x<head size> forward, ..._flash_bprop_..._64x64x<head size> backward): the same tile rows
+at every head size, so a wider head does more FLOPs per tile of keys and values loaded; Phi-3's 96 runs the kernel
+built for 128 (padded), and the 256 kernel sustains less than the 128 one. Measured with
 ATTENTION_EFFICIENCY, on the same cases (bench/kernel_terms.py attention_curve: the geometric mean of each head
 size's cases over the curve at 64): per case, at head_dim 64 0.92-1.02 of the curve (8 cases), at 96 0.96-1.01
 (2), at 128 1.07-1.43 (14), at 256 0.77-0.83 (2; bench/results/kernel-probe-h200-2026-12-02.json and its families
