@@ -43,6 +43,7 @@ from advisor.model import units as MU
 from advisor.model.activations import fixed_length_batches
 from advisor.model.bench_rows import plan_from_bench_row
 from advisor.model.estimate import estimate_plan
+from advisor.model.gkd import ON_POLICY_SHARE as GKD_ON_POLICY_SHARE
 from advisor.model.speed import estimate_speed, host_bound_share
 from bench import baselines as B
 
@@ -561,10 +562,10 @@ def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) ->
         v = rec["verify"]
         m = v["measured"]
         plan = plan_of(v)
-        steps = [plan.tokens_per_step / r["verify"]["measured"]["tokens_per_second"] for r in every[key]
-                 if plan_of(r["verify"]) == plan and r["verify"]["measured"].get("tokens_per_second")]
         model = resolve_model(rec["model"])
         target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+        steps = [x for r in every[key] if plan_of(r["verify"]) == plan
+                 and (x := record_step_seconds(r, plan, model, target)) is not None]
         with fixed_length_batches() if rec["_fixed_length"] else contextlib.nullcontext():
             mem, spd = estimate_plan(model, plan, target)
         trained = bool(m.get("tokens_per_second"))
@@ -1619,6 +1620,67 @@ def _verify_later_section(w, verify: list[Evaluated]) -> None:
       "case of 2026-12-03 (docs/verify.md), run again on the H100.")
     _verify_runs_table(w, verify)
     _later_host_scaled_paragraph(w)
+    _gkd_draws_section(w)
+
+
+def gkd_records(paths: tuple[str, ...] = VERIFY_1201 + VERIFY_LATER, root: Path = REPO) -> list[dict]:
+    """Every GKD verify record that trained: its case, GPU, file, the accumulation it ran, the on-policy
+    micro-batches of each timed step (gkd_drawn_counts), its timed steps as drawn and set back to the average share,
+    and this commit's prediction for the plan (at the median host)."""
+    from advisor.verify.onpolicy import as_average
+
+    out = []
+    for rel in paths:
+        for rec in _read_jsonl(root / rel):
+            v = rec.get("verify") or {}
+            m = v.get("measured") or {}
+            if rec.get("status") != "ok" or (v.get("plan") or {}).get("trainer") != "gkd" \
+                    or not m.get("tokens_per_second"):
+                continue
+            plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
+            model = resolve_model(rec["model"])
+            target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+            quick = v.get("quick") or {}
+            ga = int(quick.get("grad_accum") or plan.grad_accum) if quick.get("quick") else plan.grad_accum
+            counts = gkd_drawn_counts(rec, ga) or []
+            drawn = (m.get("on_policy") or {}).get("step_seconds_as_drawn") or \
+                (m.get("step_times") or {}).get("timed_step_seconds") or []
+            ran = plan.with_(grad_accum=ga)
+            got = as_average(list(drawn), counts, ga,
+                             lambda share, ran=ran, model=model, target=target:
+                             estimate_speed(model, ran, target, on_policy_share=share).step_seconds)
+            if got is None:
+                continue
+            out.append({"case": rec["case"], "gpu": rec["gpu"], "file": rel, "grad_accum": ga,
+                        "recorded": bool(m.get("on_policy")), "counts": counts, "drawn": list(drawn),
+                        "average": got["adjusted_step_seconds"],
+                        "predicted": estimate_speed(model, ran, target).step_seconds})
+    return out
+
+
+def _gkd_draws_section(w) -> None:
+    recs = gkd_records()
+    if not recs:
+        return
+    w("")
+    w("### GKD's on-policy draws")
+    w("")
+    w("GKDTrainer generates with the student for a micro-batch with probability lmbda (0.5), so a short run's steps "
+      "hold as many generations as it drew (advisor/model/gkd.py). Each GKD record's timed steps, at the "
+      "accumulation it ran, with the micro-batches of each that generated: recorded by train.py since it counts "
+      "them, or for the records before, replayed from the draws of Python's random seeded 42 as the Trainer seeds "
+      "it (tests/generate/test_train_cpu.py checks a bundle's counts are that sequence's). The median step as drawn "
+      "and set back to the average share by this commit's model (what verify reports since it counts the draws), "
+      "and the model's step for that accumulation at the median host, with its error against the latter:")
+    w("")
+    w("| case (GPU) | file | grad_accum run | generated per timed step | median step as drawn, s | at the average "
+      "share, s | predicted, s (err) |")
+    w("|---|---|---|---|---|---|---|")
+    for r in recs:
+        avg = statistics.median(r["average"])
+        how = "" if r["recorded"] else " (replayed)"
+        w(f"| {r['case']} ({r['gpu']}) | `{r['file']}` | {r['grad_accum']} | {r['counts']}{how} | "
+          f"{statistics.median(r['drawn']):.2f} | {avg:.2f} | {r['predicted']:.2f} ({_pct(r['predicted'] / avg - 1)}) |")
 
 
 def later_host_scaled(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) -> list[dict]:
@@ -1636,7 +1698,8 @@ def later_host_scaled(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) 
                 continue
             plan, median_host = record_speed(v["plan"], rec["model"], rec["gpu"], rel, rec["case"])
             _, own_host = record_speed(v["plan"], rec["model"], rec["gpu"], rel, rec["case"], host_op_seconds=op)
-            step = plan.tokens_per_step / m["tokens_per_second"]
+            target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+            step = record_step_seconds(rec, plan, resolve_model(rec["model"]), target)
             out.append({"case": rec["case"], "gpu": rec["gpu"], "file": rel, "op_us": op * 1e6,
                         "spread_pct": m.get("step_seconds_spread_pct"),
                         "err_median_host": median_host.step_seconds / step - 1,
@@ -1767,7 +1830,12 @@ def later_verify_hosts(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO)
             quick = v.get("quick") or {}
             scale = float(quick.get("scale") or 1.0) if quick.get("quick") else 1.0
             if timed and op:
-                d["records"].append({"file": rel, "op_us": op * 1e6, "median": statistics.median(timed) * scale,
+                median = statistics.median(timed) * scale
+                if (v.get("plan") or {}).get("trainer") == "gkd":  # at the average share of on-policy draws
+                    plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
+                    target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
+                    median = record_step_seconds(rec, plan, resolve_model(rec["model"]), target) or median
+                d["records"].append({"file": rel, "op_us": op * 1e6, "median": median,
                                      "spread_pct": times.get("spread_pct"), "plan": v.get("plan"),
                                      "model": rec.get("model"), "gpu": rec.get("gpu"), "case": rec["case"]})
     return out
@@ -1798,6 +1866,57 @@ def host_bound_draws(later: list[Evaluated], hosts: dict[tuple[str, str], dict])
                         # a record without its plan (none of the committed ones) is scored on the row's
                         "err": (_record_prediction(r) if r.get("plan") else e.pred_step) / r["median"] - 1})
     return out
+
+
+GKD_SEED = 42
+"""The bundles' --seed default: the Trainer seeds Python's random with it before GKDTrainer's per-micro-batch draws."""
+
+
+def gkd_drawn_counts(rec: dict, grad_accum: int) -> list[int] | None:
+    """Per timed step of a GKD verify record, the micro-batches that generated on-policy: as train.py recorded them
+    (verify's measured.on_policy, bundles since count_on_policy), or for the records before it, GKDTrainer's draws
+    replayed: `random.random() <= lmbda` per micro-batch from Python's random seeded GKD_SEED, steps in order from
+    the first (tests/generate/test_train_cpu.py checks a bundle's counts are that sequence's)."""
+    import random
+
+    m = (rec.get("verify") or {}).get("measured") or {}
+    drawn = m.get("on_policy") or {}
+    if drawn.get("micro_batches_per_step"):
+        return list(drawn["micro_batches_per_step"])
+    times = m.get("step_times") or {}
+    timed, warmup = times.get("timed_step_seconds") or [], times.get("warmup_steps")
+    if not timed or not isinstance(warmup, int):
+        return None
+    rng = random.Random(GKD_SEED)
+    steps = [sum(rng.random() <= GKD_ON_POLICY_SHARE for _ in range(grad_accum)) for _ in range(warmup + len(timed))]
+    return steps[warmup:]
+
+
+def record_step_seconds(rec: dict, plan: Plan, model: ModelSpec, target: Target) -> float | None:
+    """A verify record's step time at the plan's accumulation, as verify brought it there (plan.tokens_per_step /
+    its tokens/s). A GKD record's timed steps (as drawn) are first set back to the average share of on-policy
+    micro-batches by this commit's model (advisor.verify.onpolicy.as_average, as verify does since it counts them),
+    then scaled by the record's quick-mode scale."""
+    v = rec.get("verify") or {}
+    m = v.get("measured") or {}
+    if not m.get("tokens_per_second"):
+        return None
+    if plan.trainer != "gkd":
+        return plan.tokens_per_step / m["tokens_per_second"]
+    from advisor.verify.onpolicy import as_average
+
+    quick = v.get("quick") or {}
+    ran_ga = int(quick.get("grad_accum") or plan.grad_accum) if quick.get("quick") else plan.grad_accum
+    scale = float(quick.get("scale") or 1.0) if quick.get("quick") else 1.0
+    seconds = (m.get("on_policy") or {}).get("step_seconds_as_drawn") or \
+        (m.get("step_times") or {}).get("timed_step_seconds") or []
+    counts = gkd_drawn_counts(rec, ran_ga)
+    ran = plan.with_(grad_accum=ran_ga)
+    got = as_average(list(seconds), counts or [], ran_ga,
+                     lambda share: estimate_speed(model, ran, target, on_policy_share=share).step_seconds)
+    if got is None:
+        return plan.tokens_per_step / m["tokens_per_second"]
+    return statistics.median(got["adjusted_step_seconds"]) * scale
 
 
 def record_speed(plan_doc: dict, model_id: str, gpu: str, rel: str, case: str, host_op_seconds: float | None = None):

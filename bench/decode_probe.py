@@ -59,18 +59,12 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
     dict instead of the catalogue's row for `model_id` (the harness's own tests use a tiny one). `padded`: every other
     prompt is left-padded by one token (its attention mask starts with a 0), as GRPO/RLOO batches of prompts of
     different lengths are, so that generate builds an attention mask at every step."""
-    from transformers import AutoModelForCausalLM
-
-    from bench.models import arch_dict, complete_arch, hf_config, resolve
+    from bench.models import arch_dict, complete_arch, random_causal_lm, resolve
     from bench.worker import GRPO_TOP_K, special_ids
 
     arch = complete_arch(arch) if arch is not None else arch_dict(resolve(model_id))
     ids = special_ids(arch["vocab"])
-    torch.manual_seed(0)
-    with torch.device(_device(torch)):
-        model = AutoModelForCausalLM.from_config(hf_config(arch, special_ids=ids), dtype=torch.bfloat16,
-                                                 attn_implementation="sdpa")
-    model.eval()
+    model = random_causal_lm(torch, arch, ids, _device(torch))
     for g in batches:
         for p in prompts:
             inp = torch.randint(0, ids["unk"], (g, p), device=_device(torch))

@@ -135,6 +135,18 @@ def hf_config(arch: dict[str, Any], *, special_ids: dict[str, int] | None = None
     return AutoConfig.for_model(model_type, **kw)
 
 
+def random_causal_lm(torch, arch: dict[str, Any], special_ids: dict[str, int], device: str):
+    """A bf16 SDPA model of the architecture with random weights (seed 0), built on `device`, in eval mode: what the
+    probes time generate and the forward on."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(hf_config(arch, special_ids=special_ids), dtype=torch.bfloat16,
+                                                 attn_implementation="sdpa")
+    return model.eval()
+
+
 def complete_arch(arch: dict[str, Any]) -> dict[str, Any]:
     """An inline architecture (a --rows-file row's "arch") checked through ModelSpec and given its parameter
     count; used for models outside the catalogue, such as the tiny models of the CPU tests."""

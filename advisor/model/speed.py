@@ -22,6 +22,7 @@ from advisor.model import activations as MA
 from advisor.model import capacity as MCAP
 from advisor.model import dims as MD
 from advisor.model import generation as MG
+from advisor.model import gkd as MGKD
 from advisor.model import states as MS
 from advisor.model import units as MU
 from advisor.model.dims import Precision, dims
@@ -685,7 +686,9 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
                 if adapter else 0.0)
     fwd_passes = 1 + (1 if plan.grad_ckpt else 0)
     head = fused_head_seconds(d, target, n_logit) if plan.trainer in FUSED_HEAD_TRAINERS else 0.0
-    elementwise = elementwise_seconds(d, plan, target, pr, t, fwd_passes, ref_passes) + head
+    # GKD's loss over the two models' full fp32 logits (advisor.model.gkd): streamed, counted with the elementwise work
+    gkd_loss = MGKD.loss_seconds(d.V, t, target) if plan.trainer == "gkd" else 0.0
+    elementwise = elementwise_seconds(d, plan, target, pr, t, fwd_passes, ref_passes) + head + gkd_loss
 
     gpu = compute + attention + recompute + dequant + reference + adapters + elementwise
     # The forward phase, up to TRL's metric sync (each trainer's compute_loss calls .item() on its logged metrics
@@ -694,7 +697,8 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     # its queue there, so forward and backward each overlap their own dispatch (estimate_speed)
     elem_fwd_share = (1 + ref_passes) / (fwd_passes + ELEMENTWISE_BWD_FACTOR + ref_passes)
     gpu_fwd = (mm_f / (peak * eff) + attn_f / attn_rate + (eager_bytes + bias_bytes) / mem_bw(target)
-               + (elementwise - head) * elem_fwd_share + head * FUSED_HEAD_FWD_SHARE + reference
+               + (elementwise - head - gkd_loss) * elem_fwd_share + head * FUSED_HEAD_FWD_SHARE + reference
+               + gkd_loss * MGKD.LOSS_FORWARD_SHARE
                + (dequant / (fwd_passes + 1))
                + (adapters / (fwd_passes + 2) if adapter else 0.0))
     gpu_fwd = min(gpu_fwd, gpu)
@@ -714,6 +718,9 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     tiles = -(-max(1, n_logit) // MU.CHUNK_TOKENS) * -(-d.V // MU.CHUNK_VOCAB)
     kernels = d.L * per_layer + HEAD_KERNELS_PER_TILE * tiles * (2 + ref_passes)
     kernels_fwd = d.L * per_layer_fwd + HEAD_KERNELS_PER_TILE * tiles * (1 + ref_passes)
+    if plan.trainer == "gkd":
+        kernels += sum(MGKD.LOSS_KERNELS)
+        kernels_fwd += MGKD.LOSS_KERNELS[0]
     checkpoint = d.L * CKPT_LAYER_SECONDS if plan.grad_ckpt else 0.0
     dispatch = kernels * LAUNCH_SECONDS + checkpoint
     dispatch_fwd = kernels_fwd * LAUNCH_SECONDS + checkpoint * CKPT_FORWARD_SHARE
@@ -1127,9 +1134,12 @@ def decode_padding_kernels(d: MD.Dims, plan: Plan, target: Target) -> int:
     return d.L * per_layer + masks * DECODE_MASK_KERNELS_PER_STEP
 
 
-def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision) -> tuple[float, float]:
+def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision,
+                       on_policy_share: float = MGKD.ON_POLICY_SHARE) -> tuple[float, float]:
     """(generation, log-prob passes) per step for GRPO/RLOO (one generation of mb x grad_accum completions per GPU per
-    step) and GKD (on-policy generation; lmbda = 0.5 by default: half the steps).
+    step) and GKD (each micro-batch generates with probability lmbda: on_policy_share of them, from the row's prompt;
+    under gradient checkpointing GKD generates without a KV cache, use_cache=False in GKDTrainer's generation config,
+    so each decode step is a forward over the whole sequence so far).
 
     Decode is memory-bound: each step reads every weight once for the whole batch plus the KV cache so far
     (Williams et al. roofline; Pope et al. arXiv:2211.05102 section 2), unless the batch makes it compute-bound
@@ -1142,7 +1152,8 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
     peak = peak_flops(plan, target)
     bw = mem_bw(target)
     if plan.trainer == "gkd":
-        g, completion, prompt, share = plan.micro_batch, MU.GKD_MAX_NEW_TOKENS, plan.seq_len, 0.5 * plan.grad_accum
+        g, completion = plan.micro_batch, MU.GKD_MAX_NEW_TOKENS
+        prompt, share = MGKD.on_policy_prompt_tokens(plan), on_policy_share * plan.grad_accum
     else:
         g = MG.generation_batch(plan)
         completion = plan.max_completion_len
@@ -1180,6 +1191,8 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             sync = d.P * w16 / bw
         else:
             step_gpu = max((weight_read + hf_kv * g) / bw, 2.0 * active * g / (peak * dense))
+            if plan.trainer == "gkd" and plan.grad_ckpt:
+                step_gpu = max(step_gpu, uncached_decode_seconds(d, model, plan, target, pr, g, prompt + completion / 2))
             lf, _ = LORA_KERNELS_PER_LINEAR
             kernels = d.L * (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
                              + (LIGER_DECODE_KERNELS_PER_LAYER if plan.liger else 0)
@@ -1189,7 +1202,8 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS * host)
             if plan.backend == "fsdp2":
                 per_step += collective_seconds(d.P * w16, 1, n, plan, target)
-            decode = completion * per_step + GENERATE_CALL_SECONDS * host
+            call = MGKD.GENERATE_CALL_SECONDS if plan.trainer == "gkd" else GENERATE_CALL_SECONDS
+            decode = completion * per_step + call * host
             sync = 0.0
         if plan.backend == "deepspeed" and plan.zero_stage == 3:
             sync += collective_seconds(d.P * pr.work, 1, n, plan, target)
@@ -1204,6 +1218,19 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
         eff = gemm_efficiency(d.h, plan.micro_batch * plan.seq_len)
         scoring = (int(old) + int(ref)) * (mm_f + attn_f) / (peak * eff)
     return gen, scoring
+
+
+def uncached_decode_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision, g: int,
+                            context: float) -> float:
+    """GPU seconds of one decode step of transformers' generate with use_cache=False (GKD under gradient
+    checkpointing): a no-grad forward over all `context` tokens of each of the g rows (generate passes
+    logits_to_keep=1, so the head scores the last position only), at the training forward's rates."""
+    tokens = max(1, round(g * context))
+    mm_f, attn_f = forward_flops(d, model, tokens, g, max(1, round(context)))
+    peak = peak_flops(plan, target)
+    elementwise = tokens * d.L * layer_elementwise_bytes(d, plan, pr, moe_sentinel_masks(target)) / elementwise_bw(target)
+    return (mm_f / (peak * gemm_efficiency(d.h, tokens))
+            + attn_f / (peak * attention_efficiency(max(1, round(context)), d.head_dim)) + elementwise)
 
 
 def adapter_tensors(d: MD.Dims, plan: Plan) -> int:
@@ -1279,12 +1306,20 @@ def overlap_seconds(gpu: float, dispatch: float) -> float:
     return hi * ((gpu / hi) ** OVERLAP_P + (dispatch / hi) ** OVERLAP_P) ** (1.0 / OVERLAP_P)
 
 
-def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryEstimate | None = None) -> SpeedEstimate:
-    """Seconds per optimizer step, tokens/s and MFU (see the module docstring)."""
+def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryEstimate | None = None, *,
+                   on_policy_share: float | None = None) -> SpeedEstimate:
+    """Seconds per optimizer step, tokens/s and MFU (see the module docstring). GKD: `on_policy_share` of the
+    micro-batches generate (default advisor.model.gkd.ON_POLICY_SHARE, the bundles' lmbda); verify asks for the
+    share a short run drew."""
     d = dims(model)
     pr = Precision.of(plan)
     ga = plan.grad_accum
+    share = MGKD.ON_POLICY_SHARE if on_policy_share is None else min(1.0, max(0.0, on_policy_share))
     micro = micro_batch_times(d, model, plan, target, pr)
+    if plan.trainer == "gkd" and share > 0:
+        # an on-policy micro-batch trains on the prompt and the tokens generated (advisor.model.gkd)
+        on = micro_batch_times(d, model, plan.with_(seq_len=MGKD.on_policy_seq_len(plan)), target, pr)
+        micro = {k: (1.0 - share) * v + share * on[k] for k, v in micro.items()}
     host = host_factor(target)
     hooks, hooks_fwd = deepspeed_hook_seconds(d, plan) * host, deepspeed_forward_hook_seconds(d, plan) * host
     # forward and backward each overlap their own dispatch: the metric sync between them (micro_batch_times)
@@ -1295,7 +1330,7 @@ def estimate_speed(model: ModelSpec, plan: Plan, target: Target, memory: MemoryE
     opt = optimizer_step_seconds(d, plan, target, pr)
     comm = communication_seconds(d, plan, target, pr, micro)
     xfer, cpu_adam = offload_seconds(d, plan, target, pr, micro)
-    gen, scoring = generation_seconds(d, model, plan, target, pr)
+    gen, scoring = generation_seconds(d, model, plan, target, pr, share)
 
     breakdown = {
         "compute": ga * micro["compute"],

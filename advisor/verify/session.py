@@ -53,7 +53,8 @@ from advisor.verify.limits import (
     SPEED_TOLERANCE_PCT,
     warmup_steps,
 )
-from advisor.verify.metrics import Metrics, _tail, oom_demand, read_metrics, step_times
+from advisor.verify.metrics import Metrics, StepTimes, _tail, oom_demand, read_metrics, step_times
+from advisor.verify.onpolicy import as_average, drawn_counts
 from advisor.verify.outcome import FAIL, LOG_NAME, SKIP, StepResult, VerifyOutcome, _gib, _minutes, _num, _pct
 from advisor.verify.runner import Runner, RunResult, _stream, run_command
 from advisor.verify.steps import clear_metrics, log_problem, oom_in, step_loss, step_memory, step_run, step_speed
@@ -200,7 +201,7 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, rand
                                             timeout_seconds=timeout_seconds)
     out.steps.append(run_step)
 
-    _measure(out, metrics, b.plan, choice)
+    _measure(out, metrics, b.plan, choice, ctx=b.ctx)
     oom_text = None
     if run_step.status == FAIL and oom_in(log_lines):
         oom_text = _out_of_memory(out, b, metrics, log_lines, decide=decide)
@@ -377,9 +378,11 @@ def _empty_measured(warmup: int) -> dict[str, Any]:
             "warmup_steps": warmup, "out_of_memory": False}
 
 
-def _measure(out: VerifyOutcome, metrics: Metrics | None, plan: Plan | None, choice: quick.QuickChoice) -> None:
+def _measure(out: VerifyOutcome, metrics: Metrics | None, plan: Plan | None, choice: quick.QuickChoice, *,
+             ctx: Any = None) -> None:
     """Fill measured and error_pct from the metrics (None where nothing was measured). In quick mode the step time
-    is scaled back to the plan's accumulation; the run's own figure stays as step_seconds_median."""
+    is scaled back to the plan's accumulation; the run's own figure stays as step_seconds_median. GKD's timed steps
+    are first set back to the average share of on-policy micro-batches (advisor.verify.onpolicy)."""
     measured = _empty_measured(choice.warmup)
     if metrics is not None and metrics.ranks:
         gpu = not metrics.on_cpu
@@ -391,6 +394,10 @@ def _measure(out: VerifyOutcome, metrics: Metrics | None, plan: Plan | None, cho
         measured["host_peak_rss_bytes"] = metrics.peak("host_peak_rss_bytes")
         times = step_times(metrics, choice.warmup)
         measured["step_times"] = times.to_json()
+        drawn = _on_policy(metrics, plan, choice, ctx, list(times.seconds))
+        if drawn is not None:
+            measured["on_policy"] = drawn
+            times = StepTimes(tuple(drawn["adjusted_step_seconds"]), times.warmup)
         median = times.median
         if median:
             scaled = median * choice.scale
@@ -410,6 +417,21 @@ def _measure(out: VerifyOutcome, metrics: Metrics | None, plan: Plan | None, cho
         if m and p:
             errors[key] = _pct(m, p)
     out.error_pct = errors
+
+
+def _on_policy(metrics: Metrics, plan: Plan | None, choice: quick.QuickChoice, ctx: Any,
+               seconds: list[float]) -> dict[str, Any] | None:
+    """GKD: the timed steps set back to the average share of on-policy micro-batches, with the counts drawn."""
+    if plan is None or plan.trainer != "gkd" or ctx is None or getattr(ctx, "model", None) is None:
+        return None
+    counts = drawn_counts(metrics, choice.warmup)
+    if counts is None:
+        return None
+    from advisor.model.speed import estimate_speed
+
+    ran = plan.with_(grad_accum=choice.grad_accum)
+    return as_average(seconds, counts, choice.grad_accum,
+                      lambda share: estimate_speed(ctx.model, ran, ctx.target, on_policy_share=share).step_seconds)
 
 
 def _unmeasured_peak(out: VerifyOutcome, floor: int | None) -> None:

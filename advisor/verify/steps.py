@@ -210,6 +210,11 @@ def step_speed(out: VerifyOutcome, metrics: Metrics | None, run: StepResult, har
     if q and q.get("quick"):
         text += (f" at grad_accum {q['grad_accum']}, scaled x{q['scale']:.3f} to the plan's {q['plan_grad_accum']}: "
                  f"{q['scaled_step_seconds']:.2f} s")
+    drawn = out.measured.get("on_policy")
+    if isinstance(drawn, dict) and drawn.get("micro_batches_per_step"):
+        counts = drawn["micro_batches_per_step"]
+        text += (f"; GKD generated on-policy in {sum(counts)} of the timed steps' micro-batches ({counts} a step, "
+                 f"share {drawn['share_drawn']:.2f}): each step set back to the estimate's share by its own ratio")
     text += ")"
     host = out.host or {}
     if host.get("tokens_per_second") and host.get("factor") not in (None, 1.0):

@@ -1,5 +1,5 @@
 """The probes' command lines (bench/kernel_probe.py, dispatch_probe.py, copy_probe.py, adapter_probe.py,
-zero3_hook_probe.py): a usage error exits 2 with one line and no traceback, before torch is imported, and an existing
+zero3_hook_probe.py, gkd_probe.py): a usage error exits 2 with one line and no traceback, before torch is imported, and an existing
 output file is never replaced."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from bench import kernel_probe as KP
 
 REPO = Path(__file__).resolve().parents[2]
 CASE_PROBES = ("bench.kernel_probe", "bench.dispatch_probe", "bench.optimizer_probe")
-PROBES = CASE_PROBES + ("bench.copy_probe", "bench.adapter_probe", "bench.zero3_hook_probe")
+PROBES = CASE_PROBES + ("bench.copy_probe", "bench.adapter_probe", "bench.zero3_hook_probe", "bench.gkd_probe")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -126,3 +126,10 @@ def test_an_output_in_a_missing_folder_is_refused_before_the_probe_runs(tmp_path
     done = _run(probe, "--out", str(out))
     assert done.returncode == 2 and "no folder" in done.stderr and "Traceback" not in done.stderr
     assert not out.parent.exists()
+
+
+@pytest.mark.parametrize("args", [["--parts", "loss,speed"], ["--parts", ""], ["--models", "no-such-model"]])
+def test_gkd_probe_usage_errors_exit_2(tmp_path, args):
+    done = _run("bench.gkd_probe", "--out", str(tmp_path / "p.json"), *args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "p.json").exists()

@@ -39,7 +39,7 @@ CASES = {
                           num_generations=2, max_completion_len=16),
     # GKD with its own teacher (a random model of the teacher's architecture, from teacher_config.json)
     "gkd": dict(trainer="gkd", ref_model="copy", teacher="Qwen/Qwen2.5-0.5B", teacher_params=494032768, seq_len=64,
-                micro_batch=2, grad_accum=1, max_completion_len=16),
+                micro_batch=2, grad_accum=2, max_completion_len=16),
     # DPO whose reference follows the policy by BEMA (the experimental DPOTrainer and BEMACallback)
     "dpo-bema": dict(trainer="dpo", ref_model="bema", seq_len=64, micro_batch=2, grad_accum=1),
     # DPO with reference log-probs scored before training (no reference copy)
@@ -71,6 +71,13 @@ def test_train_two_steps_on_cpu(name, tmp_path):
     steps = [r for r in records if r["event"] == "step"]
     assert [r["step"] for r in steps] == [1, 2]
     assert all(r["step_seconds"] > 0 and r["host_peak_rss_bytes"] > 0 for r in steps)
+    if p.trainer == "gkd":
+        # each step says how many of its micro-batches generated on-policy (verify sets the step against them):
+        # GKDTrainer draws random.random() <= lmbda (0.5) per micro-batch, after the Trainer seeds Python's random
+        # with the bundle's seed (42: draws 0.64, 0.03, 0.28, 0.22)
+        assert [r["on_policy_micro_batches"] for r in steps] == [1, 2]
+    else:
+        assert all("on_policy_micro_batches" not in r for r in steps)
     losses = [r["loss"] for r in records if r["event"] == "log" and "loss" in r]
     assert losses and all(math.isfinite(x) for x in losses)
     assert records[0]["event"] == "start" and records[-1]["event"] == "end"

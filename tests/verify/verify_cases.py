@@ -131,6 +131,8 @@ class FakeRun:
     log: str = "train.py: step 1\n"
     device: str = "cuda:0"
     write_metrics: bool = True
+    on_policy: tuple[int, ...] | None = None
+    """GKD: the micro-batches of each step that generated on-policy, as train.py records them (None: not recorded)."""
     calls: list = field(default_factory=list)
 
     def __call__(self, command, *, cwd, log_path, timeout_seconds):
@@ -175,7 +177,8 @@ class FakeRun:
                 # the peak is reached at the first optimizer step (Adam states) and stays
                 mem = {"peak_allocated_bytes": peak, "peak_reserved_bytes": peak + GIB,
                        "host_peak_rss_bytes": 3 * GIB}
-                records.append({"event": "step", "step": i, "step_seconds": seconds, **mem})
+                drawn = {"on_policy_micro_batches": self.on_policy[i - 1]} if self.on_policy is not None else {}
+                records.append({"event": "step", "step": i, "step_seconds": seconds, **drawn, **mem})
                 records.append({"event": "log", "step": i, "loss": losses[i - 1], "grad_norm": 2.5,
                                 "learning_rate": 2e-5, "num_tokens": 8192.0 * i, "epoch": i / len(times)})
             records.append({"event": "log", "step": len(times), "train_runtime": 12.0,

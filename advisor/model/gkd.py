@@ -1,0 +1,72 @@
+"""GKD's step beyond the forward and backward of its two models (trl.experimental.gkd.GKDTrainer, TRL 1.16): which
+micro-batches generate, how long the ones that do are, and the loss over full-vocabulary logits.
+
+- GKDTrainer.training_step generates completions with the student for a micro-batch with probability lmbda
+  (`random.random() <= self.lmbda`); the bundles keep GKDConfig's lmbda, ON_POLICY_SHARE.
+- An on-policy micro-batch trains on what generate returned: the prompt (the collator's `prompts`) and
+  GKD_MAX_NEW_TOKENS new tokens (generate_on_policy_outputs), not the dataset's row of seq_len tokens.
+- compute_loss turns both models' logits into fp32 [tokens, vocab] tensors (accelerate's mixed-precision wrapper,
+  convert_outputs_to_fp32), runs generalized_jsd_loss over them (log_softmax of both, the stacked mixture's
+  logsumexp, two kl_div and their weighted sum), calls empty_cache() before the backward, and the backward streams the
+  same tensors back (loss_seconds).
+"""
+
+from __future__ import annotations
+
+from advisor.core.plan import Plan
+from advisor.core.target import Target
+from advisor.model.units import GKD_MAX_NEW_TOKENS, PREFERENCE_COMPLETION_FRACTION
+
+GB = 1e9
+
+ON_POLICY_SHARE = 0.5
+"""GKDConfig.lmbda's default, which the bundles write (train.py: lmbda=0.5): the expected share of micro-batches that
+generate on-policy. A short run draws its own share (seeded: Python's random after the Trainer's set_seed); verify
+counts them (train.py count_on_policy) and sets the run against that count."""
+
+LOSS_BYTES_PER_LOGIT = 392.0
+"""HBM bytes the loss reads and writes per [tokens, vocab] element of a micro-batch, forward and backward: counted by
+intercepting every aten op of compute_loss's code after the two forwards (bench/gkd_probe.py loss_bytes_per_logit:
+188 B forward, 204 B backward, 21 and 18 kernels; the two logits' fp32 copies, the temperature divisions, the
+log-softmaxes, the stacked mixture and its logsumexp, each kl_div's exp, subtraction and product, the masked
+selection, and their backward)."""
+
+LOSS_FORWARD_SHARE = 188.0 / 392.0
+"""The forward's part of LOSS_BYTES_PER_LOGIT (before TRL's metric sync, speed.micro_batch_times)."""
+LOSS_KERNELS = (21, 18)
+"""Kernels the loss launches over [tokens, vocab] tensors, forward and backward (the same count)."""
+
+LOSS_BW_EFFICIENCY = 0.8
+"""Fraction of the HBM bandwidth the loss's kernels sustain: contiguous fp32 tensors of hundreds of MB each, taken at
+the rate the streaming kernels of the optimizer and the decode reach (speed.MEM_BW_EFFICIENCY), not at the rate of a
+layer's small strided ops (speed.ELEMENTWISE_BW_EFFICIENCY). Not yet timed for these kernels themselves:
+bench/gkd_probe.py's loss cases do (docs/accuracy.md, GKD's on-policy draws, checks the whole against the GKD
+records)."""
+
+GENERATE_CALL_SECONDS = 0.01
+"""Host seconds of one on-policy generation outside its decode steps: generate's set-up (the generation config,
+logits processors, the cache), unwrap_model_for_generation and the completion mask after it. What the decode probes
+measured as a generate call's fixed cost at 8-16 rows (bench/results/decode-probe-*.json fixed_and_prefill_s, the
+prefill included: median 0.008 s over 8 cases on one H200 and one H100; bench.gkd_probe.generate_fixed_seconds).
+GKD's call has none of GRPO's per-round work (speed.GENERATE_CALL_SECONDS, 0.357 s: tokenizing the prompts, decoding
+the completions, the rewards and advantages), which the model charged it before."""
+
+
+def on_policy_prompt_tokens(plan: Plan) -> int:
+    """Tokens of the prompt GKD generates from: the dataset row's prompt part (PREFERENCE_COMPLETION_FRACTION of
+    seq_len is completion, as the bundles' synthetic rows and a preference-style row have it)."""
+    return max(1, round(plan.seq_len * (1.0 - PREFERENCE_COMPLETION_FRACTION)))
+
+
+def on_policy_seq_len(plan: Plan) -> int:
+    """Tokens per row of an on-policy micro-batch: the prompt and the GKD_MAX_NEW_TOKENS generated (random weights
+    and most real completions run to the limit; an EOS earlier leaves padding, which the batch still carries)."""
+    return on_policy_prompt_tokens(plan) + GKD_MAX_NEW_TOKENS
+
+
+def loss_seconds(vocab: int, tokens: int, target: Target) -> float:
+    """GPU seconds of the loss over one micro-batch's [tokens, vocab] logits, forward and backward. compute_loss's
+    empty_cache() (the allocator's free segments handed back before the backward, allocated again after) is not
+    timed apart."""
+    bw = target.gpu.mem_bw_gbps * GB * LOSS_BW_EFFICIENCY
+    return LOSS_BYTES_PER_LOGIT * tokens * vocab / bw
