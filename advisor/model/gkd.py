@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from advisor.core.plan import Plan
 from advisor.core.target import Target
-from advisor.model.units import GKD_MAX_NEW_TOKENS, PREFERENCE_COMPLETION_FRACTION
-
-GB = 1e9
+from advisor.model.units import GB, GKD_MAX_NEW_TOKENS, PREFERENCE_COMPLETION_FRACTION
 
 ON_POLICY_SHARE = 0.5
 """GKDConfig.lmbda's default, which the bundles write (train.py: lmbda=0.5): the expected share of micro-batches that

@@ -27,9 +27,7 @@ from advisor.model import states as MS
 from advisor.model import units as MU
 from advisor.model.dims import Precision, dims
 from advisor.model.memory import MemoryEstimate
-from advisor.model.units import FP32, HALF
-
-GB = 1e9
+from advisor.model.units import FP32, GB, HALF
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Physical counts

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 GIB = 1 << 30
 MIB = 1 << 20
+GB = 1e9
+"""Decimal gigabyte: GPU bandwidths are quoted in GB/s."""
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Physical constants (bytes per element, counts read from the code of the libraries named)

@@ -17,21 +17,16 @@ from advisor.verify.metrics import Metrics
 
 
 def drawn_counts(metrics: Metrics, warmup: int) -> list[int] | None:
-    """Per timed step, the on-policy micro-batches of the lowest rank that recorded them (every rank seeds Python's
-    random alike, so each draws the same); None when any timed step lacks the count (other trainers, older
-    bundles)."""
-    for rank in sorted(metrics.steps):
-        by_step: dict[int, int] = {}
-        for rec in metrics.steps[rank]:
-            step, n = rec.get("step"), rec.get("on_policy_micro_batches")
-            if isinstance(step, int) and isinstance(n, int) and not isinstance(n, bool) and n >= 0:
-                by_step[step] = n
-        steps = sorted({rec.get("step") for rec in metrics.steps[rank] if isinstance(rec.get("step"), int)})
-        timed = steps[warmup:]
-        if timed and all(s in by_step for s in timed):
-            return [by_step[s] for s in timed]
+    """Per timed step, the on-policy micro-batches rank 0 recorded (every rank seeds Python's random alike, so each
+    draws the same); None when any timed step lacks the count (other trainers, bundles from before the count)."""
+    if not metrics.steps:
         return None
-    return None
+    records = metrics.steps[min(metrics.steps)]
+    counts = {rec["step"]: rec.get("on_policy_micro_batches") for rec in records if type(rec.get("step")) is int}
+    timed = [counts[s] for s in sorted(counts)[warmup:]]
+    if not timed or not all(type(n) is int and n >= 0 for n in timed):
+        return None
+    return timed
 
 
 def as_average(seconds: list[float], counts: list[int], grad_accum: int, step_at) -> dict[str, Any] | None:
