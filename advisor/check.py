@@ -10,7 +10,7 @@ from typing import Any
 
 from advisor import catalog, resolve
 from advisor.bundle import read as bundle
-from advisor.bundle.readback import REQUEST_TO_PLAN, Difference, PlanReading, read_plan
+from advisor.bundle.readback import REQUEST_TO_PLAN, Difference, PlanReading, flag_name, read_plan, same_value
 from advisor.core.errors import AdvisorError, InputFileError
 from advisor.core.request import Request
 from advisor.core.target import Target, default_link
@@ -64,7 +64,8 @@ DIFFERENCE_FINDINGS = {
 }
 """Differences between the places a bundle states its plan, reported as warnings: an edit is the user's right; what it
 does to memory and speed is judged by the rules on the plan the files describe (MEM001 when it no longer fits).
-Their ids are not rules (`trl-advisor explain` does not know them): check --bundle renders them in their own section."""
+Their ids are not rules: check --bundle renders them in their own section, and `trl-advisor explain` reads them from
+CHECK_FINDINGS_EXPLAINED."""
 
 
 @dataclass
@@ -102,7 +103,7 @@ def check_bundle(path: str, *, hardware: str | None = None, request: Request | N
     fill what the files lack and override what they state), estimate it, and run every rule on it (the CFG rules
     read the files themselves). Differences between the files, plan.json, CONFIG and the flags are findings."""
     ctx, reading = read_bundle(path, hardware=hardware, request=request)
-    findings = run_rules(ctx) + difference_findings(reading) + file_findings(path, ctx.files)
+    findings = run_rules(ctx) + difference_findings(reading) + file_findings(path, ctx.files, ctx.model)
     return BundleCheckReport(findings=findings, plan=ctx.plan, model=ctx.model, target=ctx.target,
                              assumptions=list(ctx.files.assumptions), notes=[*ctx.files.notes, *ctx.target.notes],
                              source=path, reading=reading, memory=ctx.memory, speed=ctx.speed)
@@ -136,6 +137,13 @@ def read_bundle(path: str, *, hardware: str | None = None,
         del files.assumptions[noted:]  # the second reading notes the same defaults again
         reading = read_plan(files, target, {**flags, **more})
     _model_difference(files, model, model_where, reading)
+    if request is not None and request.teacher:
+        teacher_flags = _teacher_overrides(request, model, reading.plan)
+        if teacher_flags:
+            del files.assumptions[noted:]
+            reading = read_plan(files, target, {**flags, **more, **teacher_flags})
+            more = {**more, **teacher_flags}
+    _flags_applied(reading, {**flags, **more})
     plan = reading.plan
     memory, speed = _estimate(model, plan, target)
     versions, origin = _bundle_versions(files, target, plan)
@@ -160,6 +168,10 @@ def files_model(files) -> tuple[str | None, str]:
             constant = None
         if isinstance(constant, str) and constant:
             return constant, "train.py MODEL_ID"
+        if constant is not None and not isinstance(constant, Unresolved):
+            # MODEL_ID = 42: from_pretrained would fail on it; plan.json's record is not what runs
+            raise InputFileError(f"train.py: MODEL_ID is {str(constant)[:60]!r}, not a model id or path",
+                                 hint="write the model's hub id or folder as a string in train.py's MODEL_ID")
     if files.model_ids:
         return files.model_ids[0], "train.py"
     name = bundle.model_id(files)
@@ -200,6 +212,33 @@ def _request_overrides(request: Request | None) -> dict[str, Any]:
 _NOT_PLAN_FLAGS = frozenset({"model", "gpu", "hardware", "global_batch", "tokens", "steps", "teacher"})
 
 
+def _teacher_overrides(request: Request, model, plan) -> dict[str, Any]:
+    """--teacher with --bundle: the teacher train.py would load and its size, as generate resolves them (the
+    student's vocabulary checked); a usage error on a bundle that trains without one."""
+    if plan.trainer != "gkd":
+        raise AdvisorError(f"--teacher applies to GKD only: this bundle trains {plan.trainer}",
+                           hint="drop --teacher, or check a GKD bundle")
+    teacher, params = resolve.resolve_teacher(request.with_(trainer="gkd"), model)
+    return {"teacher": teacher, "teacher_params": params}
+
+
+def _flags_applied(reading: PlanReading, flags: dict[str, Any]) -> None:
+    """Every REQUEST flag given with --bundle is in the plan that is checked, or the check stops (exit 2): a flag
+    the files' plan has no place for (--zero 3 on a bundle without DeepSpeed, --vllm server on an SFT bundle) would
+    otherwise pass silently, and the report would be read as the answer for a plan nobody checked."""
+    plan = reading.plan
+    for name, value in flags.items():
+        if not hasattr(plan, name) or same_value(getattr(plan, name), value):
+            continue
+        flag = flag_name(name)
+        why = reading.sources.get(name, "the files")
+        raise AdvisorError(f"{flag} {value} does not apply to this bundle: its plan has {name} "
+                           f"{getattr(plan, name)!r} ({why})",
+                           hint=f"drop {flag}, or give the flags that make it apply (e.g. --backend deepspeed for "
+                                "--zero, --trainer grpo for --vllm), or generate a bundle with it")
+
+
+
 def _derived_overrides(request: Request | None, plan, flags: dict[str, Any]) -> dict[str, Any]:
     """Plan fields a flag changes through arithmetic: --gpus/--nodes set the training processes, --global-batch the
     gradient accumulation (it must divide exactly, as `generate` requires)."""
@@ -225,6 +264,7 @@ def difference_findings(reading: PlanReading) -> list[Finding]:
     out = []
     for key, (rule_id, name) in DIFFERENCE_FINDINGS.items():
         for d in getattr(reading, key):
+            d = Difference(d.field, _capped(d.value), d.where, _capped(d.other), d.other_where)
             if key == "vs_plan_json":
                 message = (f"{d.field} is {d.value!r} in {d.where}, plan.json planned {d.other!r}: the estimate "
                            "and the rules here are for the files")
@@ -241,14 +281,69 @@ def difference_findings(reading: PlanReading) -> list[Finding]:
     return out
 
 
+SHOWN_VALUE_CHARS = 80
+"""A value from a file longer than this is shown cut, with its length (a 1 MB string is not echoed into the report)."""
+
+
+def _capped(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > SHOWN_VALUE_CHARS:
+        return f"{value[:SHOWN_VALUE_CHARS]}... ({len(value):,} characters)"
+    return value
+
+
 FILES_FINDING = ("FILES001", "bundle-files-agree")
 """A trl-advisor bundle whose files contradict train.py's CONFIG or each other (a value that cannot run, a file
 missing): the checks `verify` makes before it runs anything (advisor.bundle.consistency), so that `check --bundle`
-lists every one of them. Not a rule (`explain` does not know it): rendered in its own section, as errors."""
+lists every one of them. Not a rule: rendered in its own section, as errors (CHECK_FINDINGS_EXPLAINED explains it)."""
 
 
-def file_findings(path: str, files) -> list[Finding]:
-    """FILES001 findings for a folder trl-advisor wrote (it has plan.json); none for a user's own config files."""
+CHECK_FINDINGS_EXPLAINED = {
+    "PLAN001": ("files-differ-from-plan-json", "warning",
+                "A file of the bundle (train.py, accelerate.yaml, ds_config.json) states a value other than the one "
+                "plan.json was planned with.",
+                "plan.json records what generate planned; the other files are what runs. An edit is the user's "
+                "right, so this is a warning: check --bundle estimates and judges the plan the files describe, and "
+                "MEM001 says whether it still fits.",
+                "make the file say what plan.json says, or run `trl-advisor generate` again with the new value "
+                "pinned so that plan.json, the README and the estimate follow it."),
+    "PLAN002": ("runtime-file-differs-from-config", "warning",
+                "A file that configures the run (accelerate.yaml, ds_config.json, the TrainingArguments train.py "
+                "passes) states a value other than train.py's CONFIG.",
+                "train.py's CONFIG is the bundle's one statement of its plan; when another file says something "
+                "else, the value that runs is that file's, and the estimate follows what runs.",
+                "make CONFIG in train.py say what runs, or change the other file back."),
+    "PLAN003": ("flag-overrides-the-files", "warning",
+                "A REQUEST flag given with --bundle overrides a value the bundle's files state.",
+                "check --bundle judges the plan the files describe; a flag beside it asks what that plan would do "
+                "with one value changed, and this finding says which one, so the report is not read as the files'.",
+                "drop the flag to check the files as they are, or edit the file to match."),
+    FILES_FINDING[0]: (FILES_FINDING[1], "error",
+                       "The bundle's files contradict train.py's CONFIG or each other (a value that cannot run, a "
+                       "file missing or unreadable).",
+                       "These are the checks `trl-advisor verify` makes before it runs anything "
+                       "(advisor.bundle.consistency), so check --bundle lists every one: a run of such a bundle "
+                       "fails or trains something other than what was planned.",
+                       "restore the file from a fresh `trl-advisor generate`, or edit it so that it agrees with "
+                       "CONFIG in train.py."),
+}
+"""check --bundle's own findings (not rules of the rule book): id -> (name, severity, summary, why, fix), what
+`trl-advisor explain` says of them."""
+
+
+def explain_check_finding(finding_id: str) -> str | None:
+    """`trl-advisor explain` for a check --bundle finding id (case-insensitive); None for any other id."""
+    key = finding_id.strip().upper()
+    if key not in CHECK_FINDINGS_EXPLAINED:
+        return None
+    name, severity, summary, why, fix = CHECK_FINDINGS_EXPLAINED[key]
+    return (f"{key} {name} ({severity})\n{summary}\n\nWhy\n  {why}\n\nFix\n  {fix}\n\n"
+            "Reported by: trl-advisor check --bundle DIR (a finding of the bundle's files, not a rule of the rule "
+            "book: `trl-advisor rules` lists those)\n")
+
+
+def file_findings(path: str, files, model=None) -> list[Finding]:
+    """FILES001 findings for a folder trl-advisor wrote (it has plan.json); none for a user's own config files.
+    With `model` (what the files train), model_config.json is held to its architecture too."""
     import os
 
     from advisor.bundle.consistency import check_bundle_files, is_edit_after_planning
@@ -269,6 +364,10 @@ def file_findings(path: str, files) -> list[Finding]:
     except Exception as exc:  # noqa: BLE001 - a malformed file must not stop the report
         problems = [f"the files could not be checked against each other: {type(exc).__name__}: {exc}"[:300]]
     problems = [p for p in problems if not is_edit_after_planning(p)]  # each is a PLAN001 difference already
+    if model is not None:
+        from advisor.bundle.consistency import model_config_problems
+
+        problems += model_config_problems(texts.get("model_config.json"), model)
     rule_id, name = FILES_FINDING
     return [Finding(id=rule_id, name=name, severity="error", status=FAIL, message=p,
                     fix="re-create the bundle (trl-advisor generate --force) or correct the edited file",

@@ -90,7 +90,9 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
     k.add_argument("--packing", action=argparse.BooleanOptionalAction, default=None, help="sequence packing")
     k.add_argument("--sp-size", type=_positive_int, help="Ulysses sequence-parallel degree")
     k.add_argument("--cp-size", type=_positive_int, help="ring-attention context-parallel degree")
-    k.add_argument("--unsloth", action="store_true", default=None, help="use Unsloth (single GPU LoRA/QLoRA)")
+    k.add_argument("--unsloth", action="store_true", default=None,
+                   help="use Unsloth's patched model (its own environment: trl<=1.15, transformers<=5.17; full, LoRA "
+                        "or QLoRA; several GPUs by DDP or DeepSpeed ZeRO-2/3)")
     t = p.add_argument_group("GRPO / RLOO / DPO / KTO / GKD")
     t.add_argument("--num-generations", type=_positive_int, help="completions per prompt")
     t.add_argument("--max-completion-len", type=_positive_int, help="completion part of --seq-len")
@@ -215,7 +217,7 @@ def cmd_check(args) -> int:
         flags = {name: getattr(args, name) for name in REQUEST_FIELDS if name not in ("model", "hardware")}
         # a flag is given when it is not None; False counts for the --no-* switches only (0 is a value: --zero 0)
         given = [n for n, v in flags.items() if v is not None and (v is not False or n in NEGATABLE_FLAGS)]
-        request = request_from_args(args) if given or args.model else None
+        request = request_from_args(args) if given or args.model is not None else None
         if request is not None and request.model is None:
             from dataclasses import replace
 
@@ -243,13 +245,30 @@ def cmd_generate(args) -> int:
 
     if args.out is not None and not args.out.strip():
         raise AdvisorError("--out is empty", hint="name the folder to write, or leave --out out for the default")
-    outcome = generate(request_from_args(args), out=args.out, force=args.force)
+    try:
+        outcome = generate(request_from_args(args), out=args.out, force=args.force)
+    except AdvisorError as exc:
+        if args.json and exc.exit_code == ExitCode.FINDINGS:
+            # a script reads "no plan" from stdout as it reads a plan: the contract's keys where they mean something
+            _print_json({"ok": False, "fits": False, "error": exc.message, "hint": exc.hint, "plan": None,
+                         "out": None, "files": [], **exc.details})
+        raise
     for note in outcome.notes:
         _note(note)
-    if args.json:
-        _print_json(outcome.result)
-    else:
-        _emit(outcome.render() + "\n")
+    try:
+        if args.json:
+            _print_json(outcome.result)
+        else:
+            _emit(outcome.render() + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # a reader that stopped early (`| head`): main treats it as done
+    except OSError as exc:  # the bundle is on disk: say so, not only "No space left on device"
+        where = outcome.result.get("out", "the output folder")
+        raise AdvisorError(f"the bundle was written to {where}, but its report could not be written to stdout: "
+                           f"{exc.strerror or type(exc).__name__}",
+                           hint="the bundle is complete (its README.md has the report); to write it again pass "
+                                "--force") from None
     return ExitCode.OK
 
 
@@ -273,8 +292,9 @@ def cmd_recommend(args) -> int:
 
 def cmd_explain(args) -> int:
     import rules
+    from advisor.check import explain_check_finding
 
-    _emit(rules.explain(args.rule_id) + "\n")
+    _emit((explain_check_finding(args.rule_id) or rules.explain(args.rule_id)) + "\n")
     return ExitCode.OK
 
 
@@ -315,15 +335,13 @@ def cmd_verify(args) -> int:
 
 def cmd_wizard(args) -> int:
     """The wizard, with the REQUEST flags filled in (`args` None: bare `trl-advisor`). It needs a terminal on both
-    stdin and stdout; without one, the usage and a usage error (exit 2), never a screen written into a pipe."""
+    stdin and stdout; without one, a usage error (exit 2), never a screen written into a pipe."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        if args is not None and getattr(args, "print_usage", None):
-            args.print_usage(sys.stderr)
-        else:
-            build_parser().print_help(sys.stderr)
+        # one line and a hint, as every usage error (a script's log gets no help page)
         raise AdvisorError("the wizard needs a terminal: stdin and stdout are not both one",
-                           hint="run it in a terminal, or give a command: trl-advisor generate --model 8B --gpus 8 "
-                                "--gpu H100-80GB")
+                           hint="run it in a terminal, or give a command (probe, models, gpus, estimate, check, "
+                                "generate, recommend, verify, explain, rules), e.g. trl-advisor generate --model 8B "
+                                "--gpus 8 --gpu H100-80GB; `trl-advisor --help` lists them")
     request = None
     if args is not None:
         from advisor.resolve import check_request
@@ -422,7 +440,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp = command("wizard", cmd_wizard, "the interactive wizard, with the REQUEST flags filled in (needs a terminal)")
     add_request_flags(sp, model_required=False)
-    sp.set_defaults(print_usage=sp.print_usage)  # a callable, not a flag: the text checks skip it
     return p
 
 
@@ -434,9 +451,17 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
     for name, value in vars(args).items():
         if isinstance(value, str):
             problem = text_problem(value)
+            flag = name.upper() if name in ("dir", "rule_id") else "--" + name.replace("_", "-")
             if problem:
-                flag = name if name in ("dir", "rule_id") else "--" + name.replace("_", "-")
                 raise AdvisorError(f"{flag} {problem}", hint="pass the value without control characters or newlines")
+            if name in PATH_ARGUMENTS and not value.strip():
+                # `verify "$DIR"` with DIR unset must not mean the current folder, nor --bundle "" "no --bundle"
+                raise AdvisorError(f"{flag} is empty", hint=f"give {flag} a path, or leave it out")
+
+
+PATH_ARGUMENTS = frozenset({"dir", "bundle", "hardware", "out_dir"})
+"""Arguments that name a file or folder: an empty one is a usage error, never the current folder or "not given"
+(generate says so of --out itself, with its default)."""
 
 
 def _internal_error(exc: BaseException, argv: Sequence[str], debug: bool) -> int:
@@ -525,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                hint="give each flag once; see `trl-advisor --help`")
         parser = build_parser()
         if not argv:
-            return cmd_wizard(None)  # on a terminal the wizard; elsewhere the help and a usage error (exit 2)
+            return cmd_wizard(None)  # on a terminal the wizard; elsewhere a usage error (exit 2)
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
             raise AdvisorError("no command given", hint="see `trl-advisor --help`")
@@ -556,5 +581,11 @@ def _one_line(text: str) -> str:
     """A message as one printable line: user values inside it (a GPU name from a hardware file, a model id from a
     bundle) may hold anything, so control characters and bidirectional overrides are shown escaped, as on stdout
     (_emit): no file can retitle, clear or recolour the terminal through an error message."""
-    flat = " ".join(str(text).encode("utf-8", "backslashreplace").decode("utf-8").split())
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), flat)
+    flat = " ".join(str(text)[:MAX_LINE_CHARS * 4].encode("utf-8", "backslashreplace").decode("utf-8").split())
+    flat = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), flat)
+    return flat if len(flat) <= MAX_LINE_CHARS else flat[:MAX_LINE_CHARS] + f" ... ({len(flat):,} characters)"
+
+
+MAX_LINE_CHARS = 600
+"""The longest error, hint or note line printed: a value from a file or the command line (a 100,000-character
+path) is cut, with its length, instead of echoed whole."""

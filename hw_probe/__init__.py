@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from hw_probe.limits import MAX_GPUS, MAX_NODES
 from hw_probe.model import (
     SCHEMA_ID,
     ClusterInfo,
@@ -106,10 +107,6 @@ MIN_GPU_MEMORY_BYTES = 1 << 30
 5 GB (A100 1g.5gb). A smaller total is a typo (KiB or MiB for bytes) that would plan with negative capacity."""
 MAX_GPU_MEMORY_BYTES = 16 << 40
 """16 TiB per GPU: about 60 times the largest GPU memory shipping (B300: 288 GB HBM3e). A larger total is a typo."""
-MAX_GPUS = 1024
-"""GPUs one report may list: more than any single machine has (an NVL72 rack is 72)."""
-MAX_NODES = 16384
-"""SLURM nodes: more than the largest published training clusters (about 100k GPUs at 8 per node)."""
 
 
 def report_from_data(data: Any, *, where: str) -> HardwareReport:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from hw_probe.limits import MAX_GPUS, MAX_NODES
 from hw_probe.model import ClusterInfo
 
 
@@ -20,15 +21,22 @@ def _first(environ: Mapping[str, str], *names: str) -> tuple[str, str] | None:
     return None
 
 
-def _int(environ: Mapping[str, str], notes: list[str], *names: str) -> int | None:
+def _int(environ: Mapping[str, str], notes: list[str], *names: str, low: int = 0, high: int) -> int | None:
+    """The first set variable as a whole number in [low, high]; anything else is None and a note (the report must
+    load back with --hardware, which holds these fields to the same bounds: hw_probe.check_plausible)."""
     found = _first(environ, *names)
     if found is None:
         return None
     name, value = found
-    if re.fullmatch(r"\d+", value):
-        return int(value)
-    notes.append(f"{name}={value!r} is not a whole number; ignored")
-    return None
+    shown = value if len(value) <= 40 else value[:40] + "..."
+    if not re.fullmatch(r"\d{1,18}", value):
+        notes.append(f"{name}={shown!r} is not a whole number; ignored")
+        return None
+    number = int(value)
+    if not low <= number <= high:
+        notes.append(f"{name}={number} is outside {low}-{high:,}; ignored")
+        return None
+    return number
 
 
 def parse_gpu_count(value: str) -> int | None:
@@ -48,9 +56,12 @@ def _gpus_per_node(environ: Mapping[str, str], notes: list[str]) -> int | None:
     if found is None:
         return None
     name, value = found
-    count = parse_gpu_count(value)
+    count = parse_gpu_count(value[:200])
     if count is None:
-        notes.append(f"{name}={value!r} has no GPU count; ignored")
+        notes.append(f"{name}={value[:40]!r} has no GPU count; ignored")
+    elif count > MAX_GPUS:
+        notes.append(f"{name} counts {count} GPUs, more than the {MAX_GPUS} one machine may list; ignored")
+        return None
     return count
 
 
@@ -64,9 +75,9 @@ def read_cluster(environ: Mapping[str, str]) -> tuple[ClusterInfo, tuple[str, ..
         slurm = dict(
             slurm=True,
             slurm_job_id=job[1],
-            slurm_nodes=_int(environ, notes, "SLURM_NNODES", "SLURM_JOB_NUM_NODES") or None,
+            slurm_nodes=_int(environ, notes, "SLURM_NNODES", "SLURM_JOB_NUM_NODES", low=1, high=MAX_NODES),
             slurm_gpus_per_node=_gpus_per_node(environ, notes),
-            slurm_node_rank=_int(environ, notes, "SLURM_NODEID"),
+            slurm_node_rank=_int(environ, notes, "SLURM_NODEID", high=MAX_NODES - 1),
             slurm_nodelist=nodelist[1] if nodelist else None,
         )
     # torchrun (and `accelerate launch`, which runs it) sets these in every worker it starts.
@@ -76,9 +87,9 @@ def read_cluster(environ: Mapping[str, str]) -> tuple[ClusterInfo, tuple[str, ..
         master = _first(environ, "MASTER_ADDR")
         torchrun = dict(
             torchrun=True,
-            world_size=_int(environ, notes, "WORLD_SIZE") or None,
-            local_world_size=_int(environ, notes, "LOCAL_WORLD_SIZE") or None,
-            rank=_int(environ, notes, "RANK"),
+            world_size=_int(environ, notes, "WORLD_SIZE", low=1, high=MAX_GPUS * MAX_NODES),
+            local_world_size=_int(environ, notes, "LOCAL_WORLD_SIZE", low=1, high=MAX_GPUS),
+            rank=_int(environ, notes, "RANK", high=MAX_GPUS * MAX_NODES - 1),
             master_addr=master[1] if master else None,
         )
     return ClusterInfo(**slurm, **torchrun), tuple(notes)

@@ -523,7 +523,38 @@ def _check_model_config(files: dict[str, str]) -> list[str]:
     out = []
     if not isinstance(doc.get("model_type"), str):
         out.append("model_config.json: no model_type")
+    from advisor.catalog.hf_config import MAX_CONFIG_INT
+
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size"):
-        if not isinstance(doc.get(key), int) or doc[key] <= 0:
+        value = doc.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             out.append(f"model_config.json: {key} must be a positive integer")
+        elif value > MAX_CONFIG_INT:  # the bound a local config.json is held to (advisor.catalog.hf_config)
+            out.append(f"model_config.json: {key} is above {MAX_CONFIG_INT:,}")
     return out
+
+
+MODEL_CONFIG_DIMS = (("num_hidden_layers", "layers"), ("hidden_size", "hidden"), ("num_attention_heads", "heads"),
+                     ("num_key_value_heads", "kv_heads"), ("vocab_size", "vocab"))
+"""model_config.json keys against the ModelSpec fields the estimate uses."""
+
+
+def model_config_problems(text: str | None, model) -> list[str]:
+    """model_config.json against the model the files train: `verify --random-init` builds the model from that file,
+    so a file of another architecture would run (and measure) a model the check never estimated."""
+    if not text:
+        return []
+    try:
+        doc = safeio.load_json(text, where="model_config.json")
+    except safeio.UnsafeInputError:
+        return []  # reported by the files' own checks
+    if not isinstance(doc, dict):
+        return []
+    wrong = [f"{key} {doc.get(key)!r} (the model has {getattr(model, attr)})" for key, attr in MODEL_CONFIG_DIMS
+             if isinstance(doc.get(key), int) and not isinstance(doc.get(key), bool)
+             and doc.get(key) != getattr(model, attr)]
+    if not wrong:
+        return []
+    return [f"model_config.json describes another architecture than {model.id}: " + ", ".join(wrong[:3])
+            + ("" if len(wrong) <= 3 else f" and {len(wrong) - 3} more") + "; verify --random-init builds the model "
+            "from this file"]

@@ -409,6 +409,15 @@ def _value(node: ast.AST, constants: dict[str, Any]) -> Any:
         if known:
             falsy = [v for v in known if not v]
             return falsy[0] if falsy else known[-1]
+    if isinstance(node, ast.IfExp):
+        # `use_gradient_checkpointing="unsloth" if CONFIG["grad_ckpt"] else False`: a known test picks its branch
+        test = _value(node.test, constants)
+        if not isinstance(test, Unresolved) and isinstance(test, (str, int, float, bool, type(None))):
+            return _value(node.body if test else node.orelse, constants)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        operand = _value(node.operand, constants)
+        if not isinstance(operand, Unresolved) and isinstance(operand, (str, int, float, bool, type(None))):
+            return not operand
     if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
             and len(node.comparators) == 1):
         # `precompute_ref_log_probs=CONFIG["ref_model"] == "precompute"`: both sides known, so is the answer

@@ -36,6 +36,14 @@ PLAN_JSON_REQUEST_FIELDS = ("trainer", "seq_len", "attn", "packing", "lora_r", "
 """Plan fields plan.json keeps in `request` (the resolved request) rather than in `plan`."""
 REQUEST_TO_PLAN = {"zero": "zero_stage", "vllm": "vllm_mode", "gpus": "gpus_per_node"}
 """REQUEST flag names that differ from the Plan field they set."""
+PLAN_TO_REQUEST = {v: k for k, v in REQUEST_TO_PLAN.items()}
+
+
+def flag_name(field_name: str) -> str:
+    """The REQUEST flag that sets a Plan field (`zero_stage` -> `--zero`)."""
+    return "--" + PLAN_TO_REQUEST.get(field_name, field_name).replace("_", "-")
+
+
 CONFIG_WHERE = "train.py CONFIG"
 PLAN_DEFAULTS_NOTE = "not in the files: assumed"
 PLAN_JSON_WHERE = "plan.json"
@@ -160,16 +168,16 @@ class _Picker:
                 raise InputFileError(f"train.py: CONFIG[{name!r}] {problem[1]}",
                                      hint="correct the value in train.py's CONFIG (the reader never runs train.py)")
         file_value: tuple[Any, str] | None = found
-        if found is not None and in_config and not _same(found[0], self.config[name]):
+        if found is not None and in_config and not same_value(found[0], self.config[name]):
             r.vs_config.append(Difference(name, found[0], found[1], self.config[name], CONFIG_WHERE))
         if file_value is None and in_config:
             file_value = (self.config[name], CONFIG_WHERE)
-        if file_value is not None and name in self.planned and not _same(file_value[0], self.planned[name]):
+        if file_value is not None and name in self.planned and not same_value(file_value[0], self.planned[name]):
             r.vs_plan_json.append(Difference(name, file_value[0], file_value[1], self.planned[name], PLAN_JSON_WHERE))
         if name in self.overrides:
-            value, where = self.overrides[name], f"--{name.replace('_', '-')}"
+            value, where = self.overrides[name], flag_name(name)
             shown = file_value or ((self.planned[name], PLAN_JSON_WHERE) if name in self.planned else None)
-            if shown is not None and not _same(shown[0], value):
+            if shown is not None and not same_value(shown[0], value):
                 r.vs_flags.append(Difference(name, value, where, shown[0], shown[1]))
         elif file_value is not None:
             value, where = file_value
@@ -190,7 +198,8 @@ class _Picker:
         return value
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
+    """Two statements of one plan field agree: numbers by value (8 == 8.0), booleans only with booleans."""
     if isinstance(a, bool) or isinstance(b, bool):
         return bool(a) == bool(b) and type(a) is type(b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -209,11 +218,23 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
     trl_where = (f"train.py {files.config_class}" if files.config_class else
                  files.trl_yaml_name or "the TRL YAML")
 
+    unresolved: set[str] = set()
+
     def arg(name: str, kind: str | None = None, source: dict | None = None, label: str | None = None):
         """(value, where) of a TRL argument the files set, or None. An argument train.py takes from CONFIG is
-        named by its CONFIG key: that is the line a user edits."""
-        value = _arg(files, name, kind, source, label) if kind else (source or a).get(name)
-        if value is None or isinstance(value, Unresolved):
+        named by its CONFIG key: that is the line a user edits. One set to an expression the reader cannot evaluate
+        (`per_device_train_batch_size=bs`) is None too, and said among the assumptions: the value the check uses
+        instead (CONFIG, plan.json, a default) is not what the files state."""
+        raw = (source or a).get(name)
+        if isinstance(raw, Unresolved):
+            if name not in unresolved:
+                unresolved.add(name)
+                files.assumptions.append(f"{name} = {_shown(raw)} in the files is not read: an expression the "
+                                         "reader does not run (the check takes the field from CONFIG, plan.json "
+                                         "or a default)")
+            return None
+        value = _arg(files, name, kind, source, label) if kind else raw
+        if value is None:
             return None
         origin = label or files.trl_args_origin.get(name)
         if origin == "yaml":
@@ -233,8 +254,8 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
     def trl_default(name: str, value: Any, field_name: str | None = None) -> tuple[Any, str] | None:
         """TRL's default for a key a TRL config leaves out: what runs (None without a TRL config, or when train.py
         decides the field from CONFIG itself)."""
-        if not has_trl or (field_name is not None and config_read(field_name)):
-            return None
+        if not has_trl or (field_name is not None and config_read(field_name)) or name in unresolved:
+            return None  # a keyword set to an expression is not TRL's default either
         return value, f"{trl_where} (TRL default for {name})"
 
     # ---- trainer and backend
@@ -377,8 +398,12 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
         found = (True, f"{trl_where} (TRL default for gradient_checkpointing)")
     if _truthy(fsdp.get("fsdp_activation_checkpointing")):
         found = (True, f"{acc_where} fsdp_activation_checkpointing")  # FSDP checkpoints the layers itself
-    elif files.model_init_kwargs.get("use_gradient_checkpointing"):
-        found = (True, "train.py use_gradient_checkpointing")  # Unsloth's own checkpointing
+    elif (unsloth_ckpt := files.model_init_kwargs.get("use_gradient_checkpointing")) is not None \
+            and not isinstance(unsloth_ckpt, Unresolved):
+        # Unsloth's own checkpointing ("unsloth", True or False); an expression the reader cannot evaluate is left
+        # to CONFIG (an Unresolved string is not "on")
+        on = unsloth_ckpt.strip().lower() == "unsloth" if isinstance(unsloth_ckpt, str) else False
+        found = (on or _truthy(unsloth_ckpt), "train.py use_gradient_checkpointing")
     p.pick("grad_ckpt", found, True, "TRL default gradient_checkpointing=True")
     found = arg("use_liger_kernel")
     if found is None and re.search(r"\bapply_liger_kernel_to_\w+", files.train_py or ""):
@@ -392,7 +417,13 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
     attn = files.model_init_kwargs.get("attn_implementation") or a.get("attn_implementation")
     found = (attn, "train.py attn_implementation") if isinstance(attn, str) and not isinstance(
         attn, Unresolved) else None
-    p.pick("attn", found, "sdpa", "transformers' default when none is named")
+    chosen_attn = p.pick("attn", found, "sdpa", "transformers' default when none is named")
+    if not _known_attention(chosen_attn):
+        where = p.reading.sources.get("attn", "the files")
+        raise InputFileError(f"{where}: attn {_shown(str(chosen_attn))} is neither an attention implementation "
+                             "transformers knows nor a hub kernel id",
+                             hint="write one transformers knows (sdpa, flash_attention_2, eager, ...) or a hub "
+                                  "kernel id org/name[@rev][:function], as --attn takes it")
     found = arg("packing") or (trl_default("packing", False, "packing") if trainer == "sft" else None)
     if found is not None:
         found = (_truthy(found[0]), found[1])
@@ -578,6 +609,22 @@ def _arg(files: BundleFiles, name: str, kind: str, source: dict | None = None, l
 def _device(value: Any) -> str:
     text = str(value or "none").lower()
     return text if text in ("cpu", "nvme") else "none"
+
+
+def _known_attention(attn: Any) -> bool:
+    """What --attn accepts (advisor.resolve.checks.check_attn): a file's value is held to the flag's grammar."""
+    from advisor.core import request as R
+
+    return isinstance(attn, str) and (attn in R.ATTN_BUILTIN or bool(R.HUB_KERNEL_ID.match(attn)))
+
+
+SHOWN_CHARS = 60
+"""How much of a file's expression a report quotes (a 1 MB value is not echoed whole)."""
+
+
+def _shown(text: str) -> str:
+    """An expression from a file as a report quotes it: repr, cut to SHOWN_CHARS."""
+    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
 
 
 def _truthy(value: Any) -> bool:

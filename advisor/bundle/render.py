@@ -8,12 +8,15 @@ are parsed back (advisor.bundle.selfcheck) before anyone may write them (advisor
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
 import re
 import shlex
 import sys
+import types
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -24,6 +27,7 @@ from advisor import __version__
 from advisor.core.errors import AdvisorError
 from advisor.core.plan import Plan
 from advisor.core.request import GENERATING_TRAINERS, Request, text_problem
+from advisor.core.safeio import shell_path
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
@@ -208,20 +212,42 @@ def _mdprose(value, cell: bool = False) -> str:
 
 class _TemplateCache(jinja2.FileSystemBytecodeCache):
     """Compiled templates kept between runs (compiling the six takes about 45 ms, loading them 1 ms): jinja2's own
-    cache, keyed by template name and source checksum, in a folder of the user's. A cache that cannot be read or
-    written is no cache: the templates are compiled again."""
+    cache, keyed by template name and source checksum, in a folder of the user's. Each file starts with the SHA-256
+    of the rest, so a file that bit rot, a full disk or another program changed is not run: its code would write the
+    bundle (a changed string constant in a cached template is a changed line in launch.sh). A cache that cannot be
+    read, does not match its digest or does not hold a code object is no cache: the templates are compiled again."""
 
     def load_bytecode(self, bucket) -> None:
         try:
-            super().load_bytecode(bucket)
-        except (OSError, EOFError, ValueError, TypeError):  # unreadable or truncated: compile instead
+            with open(self._get_cache_filename(bucket), "rb") as f:
+                blob = f.read()
+            digest, payload = blob[:TEMPLATE_DIGEST_BYTES], blob[TEMPLATE_DIGEST_BYTES:]
+            if len(blob) <= TEMPLATE_DIGEST_BYTES or hashlib.sha256(payload).digest() != digest:
+                bucket.reset()
+                return
+            bucket.bytecode_from_string(payload)
+            if not isinstance(bucket.code, types.CodeType):
+                bucket.reset()
+        except Exception:  # noqa: BLE001 - whatever a damaged file raises (pickle, marshal): compile instead
             bucket.reset()
 
     def dump_bytecode(self, bucket) -> None:
+        tmp = None
         try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
+            payload = bucket.bytecode_to_string()
+            name = self._get_cache_filename(bucket)
+            tmp = f"{name}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(hashlib.sha256(payload).digest() + payload)
+            os.replace(tmp, name)  # never a half-written file under the cache's name
+        except (OSError, TypeError, ValueError):
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+TEMPLATE_DIGEST_BYTES = 32
+"""SHA-256 digest length at the head of each cached template file (_TemplateCache)."""
 
 
 def _template_cache() -> jinja2.BytecodeCache | None:
@@ -229,7 +255,9 @@ def _template_cache() -> jinja2.BytecodeCache | None:
     nobody else can write to it: the cache holds code that jinja2 runs. TRL_ADVISOR_NO_CACHE=1 turns it off."""
     if os.environ.get("TRL_ADVISOR_NO_CACHE", "") not in ("", "0"):
         return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored (never the working folder)
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     folder = os.path.join(base, "trl-advisor", "templates")
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -256,6 +284,7 @@ def environment() -> jinja2.Environment:
         finalize=_finalize,
     )
     env.filters["shquote"] = _shquote
+    env.filters["shpath"] = shell_path
     env.filters["pyrepr"] = _pyrepr
     env.filters["pydoc"] = _pydoc
     env.filters["slug"] = _slug

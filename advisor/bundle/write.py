@@ -230,28 +230,31 @@ def _check_target(target: Path, out_dir: str, *, force: bool) -> None:
     foreign = _not_replaceable(target)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise OutputExistsError(f"{out_dir} holds a trl-advisor bundle and also {shown}, which it did not write",
-                                hint="move those elsewhere first (a trained model in output/ would be lost), "
-                                     "or choose another --out")
+        raise OutputExistsError(f"{out_dir} holds a trl-advisor bundle and also {shown}, which --force never deletes",
+                                hint="move those elsewhere first (a trained model in output/, a run's logs/ and "
+                                     "metrics/ would be lost), or choose another --out")
 
 
 BUNDLE_NAMES = frozenset({"README.md", "plan.json", "train.py", "accelerate.yaml", "ds_config.json", "launch.sh",
                           "slurm.sbatch", "requirements.txt", "model_config.json", "teacher_config.json", MARKER_NAME})
 """Every file a bundle may hold (advisor.bundle.render.BUNDLE_ORDER and the marker)."""
-RUN_ARTIFACTS = frozenset({"metrics", "logs", "random-init", "verify.log", "verify-report.json", "verify-report.md",
-                           "__pycache__"})
-"""What running or verifying a bundle leaves in it that trl-advisor can make again (train.py's --metrics-dir and
---random-init-dir defaults, launch.sh's logs/, verify's reports). Not `output/`: a trained model is the user's."""
+RUN_ARTIFACTS = frozenset({"random-init", "verify.log", "verify-report.json", "verify-report.md", "__pycache__"})
+"""What verifying a bundle leaves in it that trl-advisor can make again (train.py's --random-init-dir default,
+verify's log and reports, Python's bytecode cache): `--force` deletes these with the bundle."""
+RUN_RECORDS = ("output", "logs", "metrics")
+"""What running a bundle leaves in it that nothing can make again: the trained model (output/), launch.sh's logs/ and
+train.py's --metrics-dir (metrics/) of a run that may have taken days. `--force` replaces a bundle that holds them
+only while they are empty folders."""
 
 
 def _not_replaceable(folder: Path) -> list[str]:
     """Entries of a bundle folder that `--force` must not delete: anything but the bundle's own files, the run
-    artifacts above and an empty output/ folder."""
+    artifacts above and empty RUN_RECORDS folders."""
     out = []
     for name in sorted(os.listdir(folder)):
         if name in BUNDLE_NAMES or name in RUN_ARTIFACTS:
             continue
-        if name == "output":
+        if name in RUN_RECORDS:
             path = folder / name
             if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
                 continue

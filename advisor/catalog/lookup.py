@@ -40,8 +40,10 @@ _Row = TypeVar("_Row", ModelSpec, GpuSpec)
 
 # `7B`, `1.5b`, `135M`: a number and a unit, nothing else.
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bBmM])\s*$")
-# A Hugging Face repo id: `org/name` of letters, digits, `-`, `_`, `.`.
-_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# A Hugging Face repo id as huggingface_hub's validate_repo_id accepts it (utils/_validators.py): `org/name` of ASCII
+# letters, digits, `-`, `_`, `.`, each part beginning and ending with a letter, digit or `_`, the name at most 96
+# characters, no `--` or `..` (the cache folder joins parts with `--`) and no `.git` ending (_is_hub_id).
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9](?:[\w.-]{0,94}\w)?/\w(?:[\w.-]{0,94}\w)?$", re.ASCII)
 # NVML names of parts whose clocks and memory differ from the desktop/server card of the same number.
 _NOT_THE_SAME_PART = frozenset({"LAPTOP", "MOBILE", "MAX", "EMBEDDED"})
 # A probed GPU whose memory differs more than this from a family member is not that member.
@@ -272,6 +274,11 @@ HUB_ETAG_SECONDS = 5.0
 REASON_CHARS = 160
 
 
+def _is_hub_id(text: str) -> bool:
+    """`org/name` as the hub accepts it (_HUB_ID_RE): an id it would refuse is never looked up or written."""
+    return bool(_HUB_ID_RE.match(text)) and "--" not in text and ".." not in text and not text.endswith(".git")
+
+
 def _hub_unreachable() -> str | None:
     """Why the hub's host cannot be reached (None when it can, or when a proxy decides: a direct connection proves
     nothing then). One TCP connection, HUB_CONNECT_SECONDS at most."""
@@ -279,10 +286,7 @@ def _hub_unreachable() -> str | None:
         return None
     url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     host = url.hostname or "huggingface.co"
-    try:
-        port = url.port or (80 if url.scheme == "http" else 443)
-    except ValueError:
-        return None  # a malformed HF_ENDPOINT: let huggingface_hub report it
+    port = url.port or (80 if url.scheme == "http" else 443)  # hub_endpoint_problem() vetted HF_ENDPOINT
     try:
         socket.create_connection((host, port), timeout=HUB_CONNECT_SECONDS).close()
     except OSError as exc:
@@ -310,7 +314,28 @@ def _quiet_hub():
         log.setLevel(level)
 
 
+def hub_endpoint_problem() -> str | None:
+    """What is wrong with HF_ENDPOINT (None when unset or a usable http(s) URL). huggingface_hub parses it when it is
+    imported and raises ValueError on a bad host or port, so it is checked before that import."""
+    raw = os.environ.get("HF_ENDPOINT")
+    if not raw:
+        return None
+    try:
+        url = urllib.parse.urlsplit(raw)
+        url.port  # noqa: B018 - parsing the port is the check: "http://h:99999" and "http://h:abc" raise here
+    except ValueError as exc:
+        return f"HF_ENDPOINT is not a URL ({exc})"
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return "HF_ENDPOINT is not an http(s) URL with a host"
+    return None
+
+
 def _download_config(repo_id: str) -> Path:
+    bad = hub_endpoint_problem()
+    if bad:
+        raise UnknownNameError(f"model '{repo_id}' is not in the catalogue or the local Hugging Face cache, and {bad}",
+                               hint="unset HF_ENDPOINT or set it to the hub's URL (https://huggingface.co), or pass "
+                                    "a local directory with config.json")
     try:
         from huggingface_hub import hf_hub_download  # lazy: only this path needs it
     except ImportError:
@@ -409,7 +434,7 @@ def resolve_model(name: str, *, allow_network: bool | None = None) -> ModelSpec:
         raise InputFileError(f"{text}: no such file or directory",
                              hint="pass a model directory containing config.json, or a path to a config.json")
 
-    if _HUB_ID_RE.match(text):
+    if _is_hub_id(text):
         cached = _cached_config(text)
         if cached is not None:
             config, revision = cached

@@ -24,6 +24,8 @@ class AdvisorError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details: dict = {}
+        """What a --json caller gets besides the message and hint (generate's request and rejected plans)."""
 
 
 class UnknownNameError(AdvisorError):

@@ -390,3 +390,12 @@ def shown(value: Any, limit: int = 40) -> str:
     """A value as an error message shows it: repr, cut to `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shell_path(path: str) -> str:
+    """A path as one shell word that no command reads as an option: a relative path that starts with `-` gets `./`
+    (`bash -dash/launch.sh` would be `bash -d ...`; `trl-advisor verify -dash` an unknown flag), then shlex.quote."""
+    import shlex
+
+    text = str(path)
+    return shlex.quote("./" + text if text.startswith("-") else text)

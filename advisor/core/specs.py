@@ -84,6 +84,11 @@ class _Row:
         return tuple(f.name for f in fields(cls))
 
 
+CAUSAL_LM_LOADS_VISION_TOWER = frozenset({"gemma3", "gemma3n", "gemma4", "gemma4_unified"})
+"""model_types AutoModelForCausalLM maps to an image-text class (transformers 5.25 modeling_auto.py
+MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, the *ForConditionalGeneration entries of text-and-image models)."""
+
+
 @dataclass(frozen=True)
 class ModelSpec(_Row):
     """The architecture numbers the memory and speed model needs (from the model's `config.json`)."""
@@ -156,6 +161,13 @@ class ModelSpec(_Row):
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def loads_vision_tower(self) -> bool:
+        """AutoModelForCausalLM loads this model_type as its image-text model, vision tower included (transformers
+        5.25 models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES: gemma3 -> Gemma3ForConditionalGeneration),
+        while the catalogue row describes the text decoder the estimate counts."""
+        return self.model_type in CAUSAL_LM_LOADS_VISION_TOWER
 
     def attention_params_per_layer(self) -> int:
         q = self.hidden * self.heads * self.head_dim

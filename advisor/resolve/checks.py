@@ -120,6 +120,13 @@ def check_applicable(req: Request) -> None:
             raise AdvisorError(f"--ref-model none with --method full: {why}",
                                hint="use --ref-model copy or precompute (or --method lora, whose reference is the "
                                     "base model with the adapter off)")
+    if req.ref_model == "copy" and trainer in R.PREFERENCE_TRAINERS and req.method in ("lora", "qlora"):
+        # the bundle passes ref_model=None for an adapter: TRL then scores the reference with the adapter disabled
+        # (dpo_trainer.py / kto_trainer.py "If PEFT is used, the reference model is not needed"); a pinned copy would
+        # be written as planned and never loaded
+        raise AdvisorError(f"--ref-model copy with --method {req.method}: the reference of an adapter is the base model "
+                           "with the adapter off (TRL disables it for the reference pass), not a second copy",
+                           hint="drop --ref-model (or use --ref-model none, or precompute to score it once up front)")
     if req.ref_model == "bema" and req.method in ("lora", "qlora"):
         raise AdvisorError("--ref-model bema needs --method full: BEMA averages the trained weights into a copy of "
                            "the whole model (trl BEMACallback), which an adapter does not have",
@@ -146,6 +153,22 @@ def check_applicable(req: Request) -> None:
                            hint="use --backend deepspeed, or drop --zero")
     if req.offload_device is not None and req.offload == "none":
         raise AdvisorError("--offload-device with --offload none: nothing is offloaded", hint="drop --offload-device")
+    if req.zero == 0 and req.backend in (None, "deepspeed"):
+        # DeepSpeed's stage 0 shards nothing (DDP with DeepSpeed's engine), and with an optimizer offload accelerate's
+        # DeepSpeedCPUAdam asserts on the fp32 master copy stage 0 keeps on the GPU (deepspeed ops/adam/cpu_adam.py)
+        raise AdvisorError("--zero 0 is DeepSpeed without ZeRO: every GPU holds everything, as with DDP, and it "
+                           "cannot offload (stage 0 keeps the optimizer's master weights on the GPU)",
+                           hint="use --backend ddp for plain data parallelism, or --zero 1, 2 or 3")
+    if req.offload_device == "nvme" and req.backend == "fsdp2":
+        # FSDP2's CPUOffloadPolicy moves parameters to host RAM only; NVMe offload is DeepSpeed ZeRO-Infinity's
+        raise AdvisorError("--offload-device nvme with --backend fsdp2: FSDP2 offloads to CPU memory only "
+                           "(torch CPUOffloadPolicy); NVMe offload is DeepSpeed ZeRO-3's (ZeRO-Infinity)",
+                           hint="use --backend deepspeed --zero 3 for NVMe, or --offload-device cpu with fsdp2")
+    if req.offload_device == "nvme" and req.zero is not None and req.zero < 3:
+        # stage_1_and_2.py takes any offload device as cpu_offload: the states would sit in host RAM, not on NVMe
+        raise AdvisorError(f"--offload-device nvme with --zero {req.zero}: DeepSpeed offloads to NVMe under ZeRO-3 "
+                           "only (ZeRO-1/2 keep offloaded optimizer states in CPU memory whatever the device says)",
+                           hint="use --zero 3 for NVMe, or --offload-device cpu")
     if req.offload not in (None, "none") and req.backend in ("single", "ddp"):
         raise AdvisorError(f"--offload {req.offload} with --backend {req.backend}: offloading is DeepSpeed's or FSDP2's",
                            hint="use --backend deepspeed (or fsdp2 for --offload all)")

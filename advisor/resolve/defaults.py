@@ -89,13 +89,14 @@ METHOD_ORDER = ("full", "lora", "qlora")
 def method_options(req: Request) -> list[str]:
     """The methods a plan may use, most faithful first: the pinned one, else those a pinned --ref-model allows.
     DPO/KTO with --ref-model none means the adapter-disabled base (PEFT only: TRL builds a copy for a fully trained
-    model); bema averages full weights (full only). check_applicable refuses a pinned pair that contradicts this."""
+    model); bema averages full weights and copy is a second model (full only). check_applicable refuses a pinned pair
+    that contradicts this."""
     if req.method:
         return [req.method]
     if req.trainer in R.PREFERENCE_TRAINERS and req.ref_model == "none":
         return ["lora", "qlora"]
-    if req.ref_model == "bema":
-        return ["full"]
+    if req.ref_model == "bema" or (req.trainer in R.PREFERENCE_TRAINERS and req.ref_model == "copy"):
+        return ["full"]  # BEMA averages full weights; an adapter's reference is its base, never a copy
     return list(METHOD_ORDER)
 
 

@@ -69,9 +69,21 @@ def target_from_report(report, req: Request, *, origin: str) -> Target:
 
     if not report.gpus:
         raise AdvisorError("the hardware report lists no GPU", hint="probe a machine with GPUs, or pass --gpu NAME")
-    first = report.gpus[0]
+    unusable = [i for i, g in enumerate(report.gpus) if g.mig_mode and not g.mig_devices]
+    if unusable:
+        # MIG on and no instance made: CUDA sees no device on that GPU (nvidia-smi mig -lgi lists none)
+        raise AdvisorError(f"MIG mode is on with no MIG instance on {len(unusable)} of the report's "
+                           f"{len(report.gpus)} GPUs (index {', '.join(map(str, unusable[:8]))}): CUDA cannot use them",
+                           hint="create instances (nvidia-smi mig -cgi ... -C) or turn MIG off (nvidia-smi -i N -mig 0), "
+                                "then probe again")
+    first = _slowest(report.gpus, catalog)
     matched = catalog.match_nvml_name(first.name, first.memory_total_bytes)
     notes = list(report.notes)
+    kinds = sorted({g.name for g in report.gpus})
+    if len(kinds) > 1:
+        # one data-parallel run steps at its slowest GPU and fits its smallest: planned as that GPU on every rank
+        notes.append(f"the report mixes GPUs ({', '.join(kinds[:4])}): planning every GPU as {first.name} (the "
+                     "slowest; the smallest memory) - set CUDA_VISIBLE_DEVICES to one kind for a faster plan")
     if req.gpu:
         # --gpu names the catalogue row for the report's GPUs (a GPU the catalogue does not match by name, or the
         # user knows better); the report still gives their count, links, host and software
@@ -101,8 +113,12 @@ def target_from_report(report, req: Request, *, origin: str) -> Target:
     host = report.host
     cluster = report.cluster
     nodes = req.nodes or (cluster.slurm_nodes if cluster.slurm and cluster.slurm_nodes else 1)
-    if req.gpus and req.gpus != count:
-        notes.append(f"planning for --gpus {req.gpus} although the report shows {count}")
+    if req.gpus and req.gpus > count and not mig:  # across MIG slices: rule HW008 says why not
+        raise AdvisorError(f"--gpus {req.gpus} is more than the {count} GPU(s) per node the hardware report lists",
+                           hint=f"use --gpus {count} or fewer (--nodes N for more machines like it), or plan for a "
+                                "catalogue machine with --gpu NAME --gpus N instead of the report")
+    if req.gpus and req.gpus < count:
+        notes.append(f"planning for --gpus {req.gpus} of the report's {count}")
     return Target(
         gpu=gpu, gpus_per_node=req.gpus or count, nodes=nodes, gpu_memory_bytes=mem, other_process_bytes=other,
         intra_node_link=link, intra_node_bw_gbps=default_intra_bw(gpu, link),
@@ -110,6 +126,17 @@ def target_from_report(report, req: Request, *, origin: str) -> Target:
         locked_memory_limit_bytes=host.locked_memory_limit_bytes, shm_bytes=host.shm_bytes, cpu_cores=host.cpu_cores,
         software=report.software.by_package(), origin=origin, notes=tuple(notes),
     )
+
+
+def _slowest(gpus, catalog):
+    """The report's GPU a data-parallel plan is held to: the catalogue row with the lowest 16-bit peak (unmatched
+    names count as slowest, so the caller's "not in the catalogue" error names them), then the least memory."""
+    def key(g):
+        row = catalog.match_nvml_name(g.name, g.memory_total_bytes)
+        peak = (row.bf16_tflops or row.fp16_tflops) if row is not None else -1.0
+        return (peak, g.memory_total_bytes)
+
+    return min(gpus, key=key)
 
 
 def _link_from_report(report, gpu) -> str:

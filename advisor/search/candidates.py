@@ -115,6 +115,8 @@ def _backend_options(req: Request, world: int) -> list[tuple[str, int, str]]:
     for backend in backends:
         if backend == "deepspeed":
             stages = [req.zero] if req.zero is not None else ([2, 3] if world == 1 else [1, 2, 3])
+            if req.offload_device == "nvme":
+                stages = [s for s in stages if s == 3]  # NVMe offload is ZeRO-3's (ZeRO-1/2 treat it as CPU)
             for stage in stages:
                 offloads = [req.offload] if req.offload else (["none", "optimizer", "all"] if stage == 3 else
                                                               ["none", "optimizer"])
@@ -126,7 +128,9 @@ def _backend_options(req: Request, world: int) -> list[tuple[str, int, str]]:
                     offloads = [off for off in offloads if off != "none"]
                 out += [("deepspeed", stage, off) for off in offloads if not (off == "all" and stage != 3)]
         elif backend == "fsdp2":
-            out += [("fsdp2", 0, off) for off in ([req.offload] if req.offload else ["none", "all"])]
+            # no NVMe offload in FSDP2 (CPUOffloadPolicy is host RAM): --offload-device nvme leaves it DeepSpeed's
+            offloads = [req.offload] if req.offload else ["none", "all"]
+            out += [("fsdp2", 0, off) for off in offloads if off == "none" or req.offload_device != "nvme"]
         else:
             out.append((backend, 0, "none"))
     return out

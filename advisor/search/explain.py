@@ -3,9 +3,8 @@ and the short report `generate` prints."""
 
 from __future__ import annotations
 
-import shlex
-
 from advisor.core.plan import Plan
+from advisor.core.safeio import shell_path
 from advisor.core.specs import GIB
 from advisor.model.job import describe as describe_job
 from advisor.resolve.attention import choose_attention
@@ -126,5 +125,5 @@ def render_decision(result: dict, decision: Decision, out: str) -> str:
             label = f"not checked ({f['severity']} if it fails)" if unknown else f["severity"]
             lines.append(f"  {f['id']} {label}: {f['message']}")
     # the command is for pasting into a shell: the folder name is quoted as one word, whatever it holds
-    lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {shlex.quote(f'{out}/launch.sh')}")
+    lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {shell_path(f'{out}/launch.sh')}")
     return "\n".join(lines)

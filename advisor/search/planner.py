@@ -348,20 +348,32 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     decision.notes = list(target.notes)
     if req.unsloth:
         decision.notes.append("Unsloth: " + calibration.UNSLOTH_UNMEASURED)
+    details = {"request": req.pinned(), "model": {"id": model.id, "params": model.params},
+               "hardware": {"gpu": target.gpu.id, "gpus_per_node": target.gpus_per_node, "nodes": target.nodes},
+               "alternatives": [alternative_json(a) for a in decision.alternatives],
+               "search": {"configurations_estimated": decision.considered}}
     if decision.chosen is None:
-        _raise_if_a_pin_breaks_a_rule(req, model, target)
-        raise NoFeasiblePlanError(
-            f"no plan for {model.id} ({req.trainer}) fits {target.describe()}: searched {decision.considered} "
-            "configurations", hint=smallest_change(req, model, target))
+        try:
+            _raise_if_a_pin_breaks_a_rule(req, model, target)
+            raise NoFeasiblePlanError(
+                f"no plan for {model.id} ({req.trainer}) fits {target.describe()}: searched {decision.considered} "
+                "configurations", hint=smallest_change(req, model, target))
+        except AdvisorError as exc:
+            exc.details = details
+            raise
     c = decision.chosen
     share = speed_model.host_bound_share(c.plan, c.speed) if c.speed is not None else 0.0
     if share >= calibration.HOST_BOUND_NOTE_SHARE:
         decision.notes.append("speed: " + calibration.host_bound_note(share))
     if impractical(c):
-        raise NoFeasiblePlanError(
+        exc = NoFeasiblePlanError(
             f"no practical plan for {model.id} ({req.trainer}) on {target.describe()}: the best that fits, "
             f"{c.plan.short()}, takes {c.speed.step_seconds / 3600:.1f} h per optimizer step "
             f"({c.tokens_per_second:,.1f} tokens/s)", hint=smallest_change(req, model, target))
+        best = {**alternative_json(c), "rejected_because": f"{c.speed.step_seconds / 3600:.1f} h per optimizer step, "
+                f"more than {IMPRACTICAL_STEP_SECONDS / 3600:.0f} h"}
+        exc.details = {**details, "alternatives": [best] + details["alternatives"]}
+        raise exc
     findings = rules.finding_dicts(rules.Context(request=req, plan=c.plan, model=model, target=target,
                                                 memory=c.memory, speed=c.speed))
     result = result_dict(req, model, target, c.plan, c.memory, c.speed, findings)

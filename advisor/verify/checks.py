@@ -29,10 +29,12 @@ def step_bundle(b: _Bundle) -> StepResult:
 
 
 def step_consistency(b: _Bundle) -> StepResult:
-    from advisor.bundle.consistency import check_bundle_files, is_edit_after_planning
+    from advisor.bundle.consistency import check_bundle_files, is_edit_after_planning, model_config_problems
 
     try:
         problems = check_bundle_files(b.files)
+        if b.ctx is not None:  # --random-init builds what model_config.json says: it must be the model estimated
+            problems += model_config_problems(b.files.get("model_config.json"), b.ctx.model)
     except Exception as exc:  # a malformed file must not stop the other steps
         return StepResult("consistency", FAIL, f"could not check the files: {type(exc).__name__}: {exc}")
     # edits after planning are warnings: the estimate verify compares with is the files'

@@ -21,6 +21,7 @@ from dataclasses import fields, replace
 from advisor.core.errors import AdvisorError
 from advisor.core.plan import Plan
 from advisor.core.request import Request
+from advisor.core.safeio import shell_path
 from advisor.verify.outcome import _gib
 
 PLAN_TO_REQUEST = {"zero_stage": "zero", "vllm_mode": "vllm", "gpus_per_node": "gpus"}
@@ -144,7 +145,7 @@ def next_plan(*, pins: dict, edits: dict, hardware: dict, failed: Plan, failed_p
                    f"{spd.tokens_per_second:,.0f} tokens/s")
         # a new folder: the edited bundle stays as it is
         command = recreate_command(plan, decision.model, decision.target, req) + (
-            f" --out {shlex.quote(out)}" if out else "")
+            f" --out {shell_path(out)}" if out else "")
         return {"summary": summary, "command": command, "why": why, "plan": plan.to_dict(),
                 "per_gpu_peak_bytes": int(mem.per_gpu_peak_bytes),
                 "tokens_per_second": float(spd.tokens_per_second)}

@@ -200,6 +200,26 @@ def test_unreachable_hub_fails_at_once_without_a_download(monkeypatch):
     assert "hub.invalid cannot be reached" in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("endpoint", ["http://[", "http://localhost:99999", "http://localhost:abc", "ftp://x",
+                                      "huggingface.co"])
+def test_a_malformed_hf_endpoint_is_a_usage_error_before_the_hub_is_imported(monkeypatch, endpoint):
+    """huggingface_hub raises ValueError while it is imported when HF_ENDPOINT's host or port cannot be parsed: the
+    variable is checked first, so the user gets one line naming it, not an internal error."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.delitem(sys.modules, "huggingface_hub", raising=False)
+
+    class Importing:  # the import must not happen: it is where huggingface_hub raises
+        def __getattr__(self, name):
+            raise AssertionError("huggingface_hub imported with a malformed HF_ENDPOINT")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", Importing())
+    with pytest.raises(UnknownNameError) as err:
+        resolve_model("someorg/anything")
+    assert "HF_ENDPOINT" in str(err.value) and "HF_ENDPOINT" in err.value.hint and "\n" not in str(err.value)
+    assert err.value.exit_code == 2
+
+
 def test_a_long_download_error_is_cut_at_a_word():
     reason = lookup._short_reason(OSError("word " * 100))
     assert len(reason) <= lookup.REASON_CHARS + 4 and reason.endswith("word ...")

@@ -28,10 +28,26 @@ def test_help_lists_every_contract_command():
         assert command in proc.stdout
 
 
-def test_no_arguments_without_a_terminal_prints_usage_and_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "advisor"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 2
-    assert "usage" in proc.stderr
+@pytest.mark.parametrize("args", [(), ("wizard",), ("wizard", "--model", "8B")])
+def test_the_wizard_without_a_terminal_is_one_line_and_a_hint_naming_the_commands(args):
+    proc = subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    assert_one_line_error(proc)
+    assert len(proc.stderr.splitlines()) == 2 and "generate" in proc.stderr and "--help" in proc.stderr
+
+
+def test_generate_json_prints_json_when_no_plan_fits(tmp_path):
+    """A script reads "no plan" from stdout as it reads a plan: exit 1, the error and hint on stderr, and on stdout
+    a JSON document with fits false, the smallest change and the plans rejected, and nothing written."""
+    proc = run("generate", "--model", "70B", "--gpu", "RTX-4090", "--offload", "none", "--json",
+               "--out", str(tmp_path / "b"))
+    assert_one_line_error(proc, code=1)
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is False and doc["fits"] is False and doc["plan"] is None and doc["files"] == []
+    assert doc["error"].startswith("no plan") and "--offload all" in doc["hint"]
+    assert doc["request"]["offload"] == "none" and doc["hardware"]["gpu"] == "RTX-4090"
+    assert doc["alternatives"] and all(a["rejected_because"] for a in doc["alternatives"])
+    assert not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize("args", [
@@ -291,3 +307,13 @@ def test_a_flood_of_repeated_flags_is_refused_at_once(args, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and elapsed < 2, (rc, elapsed)
     assert err.startswith("error: 40,00") and f"at most {MAX_ARGUMENTS:,}" in err and "\nhint: " in err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_stdout_after_the_bundle_is_written_says_the_bundle_is_there(tmp_path):
+    out = tmp_path / "b"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "advisor", "generate", "--model", "qwen2.5-0.5b", "--gpu",
+                               "H100-80GB", "--out", str(out)], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert_one_line_error(proc)
+    assert f"the bundle was written to {out}" in proc.stderr and (out / "train.py").exists()

@@ -43,8 +43,10 @@ def _an_old_bundle(out):
     """A bundle written earlier (marker included), with a file the new one no longer holds and what a verify run
     leaves behind (both trl-advisor's to replace)."""
     write_bundle({"README.md": "# old\n", "slurm.sbatch": "old"}, str(out), force=False)
-    (out / "metrics").mkdir()
-    (out / "metrics" / "rank0.jsonl").write_text("{}")
+    (out / "random-init").mkdir()
+    (out / "random-init" / "config.json").write_text("{}")
+    (out / "verify.log").write_text("ok\n")
+    (out / "metrics").mkdir()  # empty: no run wrote into it
 
 
 def test_writes_into_a_new_folder(tmp_path):
@@ -166,6 +168,22 @@ def test_force_replaces_a_bundle_written_earlier(tmp_path):
     assert _entries(out) == BUNDLE
     assert (out / "README.md").read_text() == FILES["README.md"]
     assert _entries(tmp_path) == ["b"]  # the old folder, renamed aside, is gone
+
+
+@pytest.mark.parametrize("record", ["output/model.safetensors", "logs/vllm.log", "metrics/rank0.jsonl"])
+def test_force_never_deletes_a_runs_records(tmp_path, record):
+    """A trained model, launch.sh's logs and train.py's metrics are a run's, which may have taken days: --force
+    refuses the folder and leaves it as it was, and names what is in the way."""
+    out = tmp_path / "b"
+    _an_old_bundle(out)
+    (out / record).parent.mkdir(exist_ok=True)
+    (out / record).write_text("a week of training")
+    before = _tree(out)
+    with pytest.raises(OutputExistsError) as err:
+        write_bundle(FILES, str(out), force=True)
+    assert record.split("/")[0] + "/" in str(err.value) and "move those elsewhere" in err.value.hint
+    assert _tree(out) == before
+    assert _entries(tmp_path) == ["b"]
 
 
 @pytest.mark.parametrize("force", [False, True])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import resource
 from importlib import metadata
 from pathlib import Path
@@ -190,3 +191,26 @@ def test_torchrun() -> None:
 def test_no_launcher() -> None:
     info, notes = read_cluster({"HOME": "/root"})
     assert info.slurm is False and info.torchrun is False and notes == ()
+
+
+@pytest.mark.parametrize("env", [
+    {"SLURM_JOB_ID": "1", "SLURM_NNODES": "99999999999999999999999"},
+    {"SLURM_JOB_ID": "1", "SLURM_NNODES": "0"},
+    {"SLURM_JOB_ID": "1", "SLURM_NODEID": "999999999"},
+    {"SLURM_JOB_ID": "1", "SLURM_GPUS_PER_NODE": "h100:99999999999"},
+    {"LOCAL_WORLD_SIZE": "999999999"},
+    {"WORLD_SIZE": "99999999999999"},
+    {"WORLD_SIZE": "2", "RANK": "99999999999999"},
+])
+def test_what_the_probe_writes_loads_back(env) -> None:
+    """A launcher variable out of the bounds `--hardware` holds a report to is dropped with a note: the probe never
+    writes a file its own loader refuses (hw_probe.check_plausible)."""
+    from hw_probe import check_plausible
+    from hw_probe.model import HardwareReport
+
+    info, notes = read_cluster(env)
+    assert len(notes) == 1 and "ignored" in notes[0]
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / "h100_sxm_x8_nvlink.json"
+    data = json.loads(fixture.read_text())
+    report = HardwareReport.model_validate({**data, "cluster": info.model_dump()})
+    assert check_plausible(report) is None

@@ -325,7 +325,7 @@ def test_a_flag_set_to_zero_or_off_still_overrides_the_files(tmp_path, capsys, f
     cli_main(["check", "--bundle", str(out), *flags, "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["plan"][field] == value
-    flag = "--" + field.replace("_", "-")
+    flag = {"zero_stage": "--zero"}.get(field, "--" + field.replace("_", "-"))  # the flag's name, not the field's
     assert any(f["id"] == "PLAN003" and f["message"].startswith(f"{flag} {value} overrides") for f in data["findings"])
 
 

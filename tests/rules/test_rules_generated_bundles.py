@@ -106,3 +106,25 @@ def test_the_planners_bundle_passes_its_own_check(tmp_path, hardware, job):
     report = check_bundle(str(out), hardware=fixture)
     assert not [(f.id, f.message) for f in report.errors]
     assert not report.differences
+
+
+SWITCHES = (("grad_ckpt", False), ("grad_ckpt", True), ("liger", True), ("liger", False))
+"""Each boolean switch turned either way on every shape: a switch the generator writes as an expression (Unsloth's
+use_gradient_checkpointing="unsloth" if CONFIG["grad_ckpt"] else False) must read back as what it says, off too."""
+
+
+@pytest.mark.parametrize("switch", SWITCHES, ids=lambda s: f"{s[0]}={s[1]}")
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items() if k != "gpu"))
+def test_every_switch_either_way_reads_back_as_generated(tmp_path, shape, switch):
+    from advisor.core.errors import AdvisorError
+
+    name, value = switch
+    try:
+        req = Request(**{**shape, name: value})
+        plan = _write_bundle(tmp_path, req, True)
+    except AdvisorError:
+        pytest.skip("not a valid request")
+    report = check_bundle(str(tmp_path), hardware=None)
+    assert getattr(report.plan, name) == getattr(plan, name)
+    assert report.plan == plan
+    assert not report.differences, [(f.id, f.message) for f in report.differences]
