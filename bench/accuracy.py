@@ -95,7 +95,8 @@ VERIFY_LATER = ("bench/results/verify-h200-2026-12-03-new-1.jsonl", "bench/resul
                 "bench/results/verify-h100-2026-12-06-third.jsonl",
                 "bench/results/verify-h100-2026-12-06-as-generated.jsonl",
                 "bench/results/verify-h100-2026-12-06-catalogue-1.jsonl",
-                "bench/results/verify-h100-2026-12-06-catalogue-2.jsonl")
+                "bench/results/verify-h100-2026-12-06-catalogue-2.jsonl",
+                "bench/results/verify-h100-2026-12-07-gkd.jsonl")
 """Every bundle verify ran after 2026-12-01: planner-picked plans of workloads no calibration row ran (the new-*
 cases), the planner's offload and ZeRO bundles, and the same new cases planned for and run on one H100. None was used
 to fit a constant; the GRPO/RLOO padding term was found on new-grpo-l1b's memory (docs/verify.md). Scored in issue
@@ -1651,10 +1652,13 @@ def gkd_records(paths: tuple[str, ...] = VERIFY_1201 + VERIFY_LATER, root: Path 
                              estimate_speed(model, ran, target, on_policy_share=share).step_seconds)
             if got is None:
                 continue
+            op = (v.get("host") or {}).get("op_seconds")
+            own = estimate_speed(model, ran, target.with_(host_op_seconds=op)).step_seconds if op else None
             out.append({"case": rec["case"], "gpu": rec["gpu"], "file": rel, "grad_accum": ga,
                         "recorded": bool(m.get("on_policy")), "counts": counts, "drawn": list(drawn),
                         "average": got["adjusted_step_seconds"],
-                        "predicted": estimate_speed(model, ran, target).step_seconds})
+                        "predicted": estimate_speed(model, ran, target).step_seconds,
+                        "op_us": op * 1e6 if op else None, "predicted_own_host": own})
     return out
 
 
@@ -1671,16 +1675,42 @@ def _gkd_draws_section(w) -> None:
       "them, or for the records before, replayed from the draws of Python's random seeded 42 as the Trainer seeds "
       "it (tests/generate/test_train_cpu.py checks a bundle's counts are that sequence's). The median step as drawn "
       "and set back to the average share by this commit's model (what verify reports since it counts the draws), "
-      "and the model's step for that accumulation at the median host, with its error against the latter:")
+      "and the model's step for that accumulation at the median host, with its error against the latter, and at "
+      "the record's own host where verify measured it (its 1-element op time):")
     w("")
     w("| case (GPU) | file | grad_accum run | generated per timed step | median step as drawn, s | at the average "
-      "share, s | predicted, s (err) |")
-    w("|---|---|---|---|---|---|---|")
+      "share, s | predicted, s (err) | this host: op, predicted (err) |")
+    w("|---|---|---|---|---|---|---|---|")
     for r in recs:
         avg = statistics.median(r["average"])
         how = "" if r["recorded"] else " (replayed)"
+        own = (f"{r['op_us']:.1f} us, {r['predicted_own_host']:.2f} ({_pct(r['predicted_own_host'] / avg - 1)})"
+               if r["predicted_own_host"] else "-")
         w(f"| {r['case']} ({r['gpu']}) | `{r['file']}` | {r['grad_accum']} | {r['counts']}{how} | "
-          f"{statistics.median(r['drawn']):.2f} | {avg:.2f} | {r['predicted']:.2f} ({_pct(r['predicted'] / avg - 1)}) |")
+          f"{statistics.median(r['drawn']):.2f} | {avg:.2f} | {r['predicted']:.2f} ({_pct(r['predicted'] / avg - 1)}) "
+          f"| {own} |")
+    from advisor.model import gkd as MGKD
+    from bench.gkd_probe import LOSS_PROBES, loss_bandwidth_efficiency
+
+    eff, plain = loss_bandwidth_efficiency(), loss_bandwidth_efficiency(empty_cache=False)
+    w("")
+    w(f"The loss's rate is measured: `python -m bench.gkd_probe` timed TRL's generalized JSD loss, forward and "
+      f"backward, over {eff['cases']} micro-batches of the catalogue's vocabularies ("
+      + ", ".join(f"`{p}`" for p in LOSS_PROBES) + f"): {eff['low']:.2f}-{eff['high']:.2f} of the GPU's HBM "
+      f"bandwidth as compute_loss runs it, median {eff['median']:.3f} (`LOSS_BW_EFFICIENCY`; it was 0.8, an "
+      f"assumption), {plain['median']:.2f} without its empty_cache(), which adds {eff['empty_cache_share']:.0%} to the "
+      "loss's time.")
+    gen = [r for rel in LOSS_PROBES for r in json.loads((REPO / rel).read_text())["rows"] if r["part"] == "generation"]
+    if gen:
+        steps = [r["decode_step_ms"] for r in gen]
+        fixed = [r["fixed_and_prefill_s"] for r in gen]
+        ops = [r["host"]["nograd_op_us"] for r in gen]
+        w("")
+        w(f"The same probe timed GKD's generate ({len(gen)} cases: two models, 4-16 rows, with and without the KV "
+          f"cache, with and without Liger): a decode step took {min(steps):.1f}-{max(steps):.1f} ms on hosts whose "
+          f"1-element op took {min(ops):.1f}-{max(ops):.1f} us, set by the host's dispatch (the uncached steps were "
+          f"no slower at these prompt lengths), and a call's fixed cost and prefill {min(fixed):+.3f} to "
+          f"{max(fixed):+.3f} s (GENERATE_CALL_SECONDS {MGKD.GENERATE_CALL_SECONDS}).")
 
 
 def later_host_scaled(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) -> list[dict]:

@@ -107,6 +107,40 @@ def generate_fixed_seconds(paths: tuple[str, ...] = DECODE_PROBES, max_rows: int
     return statistics.median(values), len(values)
 
 
+LOSS_PROBES = ("bench/results/gkd-probe-h100-2026-12-07.json",)
+"""The loss cases timed on a GPU (python -m bench.gkd_probe): advisor.model.gkd.LOSS_BW_EFFICIENCY is read off them."""
+
+
+def loss_bandwidth_efficiency(paths: tuple[str, ...] = LOSS_PROBES, *, empty_cache: bool = True) -> dict[str, float]:
+    """The share of its GPU's catalogue HBM bandwidth the loss sustained in each probe's loss cases, as the trainer
+    runs it (compute_loss's empty_cache() included) or without it: the bytes it streams (LOSS_BYTES_PER_LOGIT per
+    [tokens, vocab] element) over the case's seconds. {"median", "low", "high", "cases", "empty_cache_share"}: the
+    last is the median share of the loss's time the emptied cache adds."""
+    from pathlib import Path
+
+    from advisor.catalog import match_nvml_name
+    from advisor.model import gkd as MGKD
+    from advisor.model.units import GB
+
+    root = Path(__file__).resolve().parents[1]
+    rates, extra = [], []
+    for rel in paths:
+        doc = json.loads((root / rel).read_text())
+        gpu = match_nvml_name(doc["gpu"], None)
+        peak = gpu.mem_bw_gbps * GB
+        rows = [r for r in doc["rows"] if r["part"] == "loss"]
+        by_case = {(r["micro_batch"], r["tokens_per_row"], r["vocab"], r["empty_cache"]): r for r in rows}
+        for r in rows:
+            if r["empty_cache"] == empty_cache:
+                rates.append(MGKD.LOSS_BYTES_PER_LOGIT * r["logit_elements"] / r["seconds"] / peak)
+            if r["empty_cache"]:
+                plain = by_case.get((r["micro_batch"], r["tokens_per_row"], r["vocab"], False))
+                if plain:
+                    extra.append(r["seconds"] / plain["seconds"] - 1)
+    return {"median": statistics.median(rates), "low": min(rates), "high": max(rates), "cases": len(rates),
+            "empty_cache_share": statistics.median(extra) if extra else 0.0}
+
+
 def _timed(torch, fn) -> float:
     _sync(torch)
     t0 = time.perf_counter()

@@ -34,12 +34,14 @@ LOSS_FORWARD_SHARE = 188.0 / 392.0
 LOSS_KERNELS = (21, 18)
 """Kernels the loss launches over [tokens, vocab] tensors, forward and backward (the same count)."""
 
-LOSS_BW_EFFICIENCY = 0.8
-"""Fraction of the HBM bandwidth the loss's kernels sustain: contiguous fp32 tensors of hundreds of MB each, taken at
-the rate the streaming kernels of the optimizer and the decode reach (speed.MEM_BW_EFFICIENCY), not at the rate of a
-layer's small strided ops (speed.ELEMENTWISE_BW_EFFICIENCY). Not yet timed for these kernels themselves:
-bench/gkd_probe.py's loss cases do (docs/accuracy.md, GKD's on-policy draws, checks the whole against the GKD
-records)."""
+LOSS_BW_EFFICIENCY = 0.517
+"""Fraction of the HBM bandwidth the loss sustains as GKDTrainer runs it, compute_loss's empty_cache() included.
+Measured, not fitted: bench/gkd_probe.py timed TRL's loss (forward and backward over fp32 [tokens, vocab] logits) for
+seven micro-batches of the catalogue's vocabularies (32,768 to 262,144, 1.6e8 to 6.2e8 logit elements) on one H100
+(bench/results/gkd-probe-h100-2026-12-07.json): 0.49-0.54 of the catalogue's 3,350 GB/s, median 0.517
+(bench.gkd_probe.loss_bandwidth_efficiency; tests/model/test_gkd_terms.py holds the value to it). Without the
+empty_cache() the kernels alone reach 0.61: handing the allocator's free segments back and taking them again adds 17 %
+to the loss's time. It was 0.8 before, the streaming kernels' rate (speed.MEM_BW_EFFICIENCY), an assumption."""
 
 GENERATE_CALL_SECONDS = 0.01
 """Host seconds of one on-policy generation outside its decode steps: generate's set-up (the generation config,
@@ -63,8 +65,7 @@ def on_policy_seq_len(plan: Plan) -> int:
 
 
 def loss_seconds(vocab: int, tokens: int, target: Target) -> float:
-    """GPU seconds of the loss over one micro-batch's [tokens, vocab] logits, forward and backward. compute_loss's
-    empty_cache() (the allocator's free segments handed back before the backward, allocated again after) is not
-    timed apart."""
+    """GPU seconds of the loss over one micro-batch's [tokens, vocab] logits, forward and backward, compute_loss's
+    empty_cache() included (LOSS_BW_EFFICIENCY is the rate measured with it)."""
     bw = target.gpu.mem_bw_gbps * GB * LOSS_BW_EFFICIENCY
     return LOSS_BYTES_PER_LOGIT * tokens * vocab / bw

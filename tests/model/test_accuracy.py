@@ -771,7 +771,7 @@ def test_the_host_bound_draws_are_each_record_against_the_pooled_prediction(repo
     # vLLM, GKD's on-policy batches)
     kinds = {d["case"].split(" (")[0] for d in draws}
     assert {"new-grpo-l1b", "new-rloo-q3-0.6b"} <= kinds
-    assert all(c.split("-")[1] in ("grpo", "rloo", "gkd") for c in kinds), kinds
+    assert all({"grpo", "rloo", "gkd"} & set(c.split("-")) for c in kinds), kinds
     gpu_bound = [w for w in LB.gpu_windows() if w["busy"] and w["capped"] >= LB.CAPPED_SHARE_GPU_BOUND * w["busy"]]
     assert (f"in {sum(w['capped'] for w in gpu_bound)} of {sum(w['busy'] for w in gpu_bound)} busy samples"
             in doc)

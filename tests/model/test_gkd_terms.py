@@ -116,3 +116,14 @@ def test_a_short_runs_draws_are_replayed_from_the_trainers_seed():
     assert gkd_drawn_counts(rec, 2) == [1, 2]
     recorded = {"verify": {"measured": {"on_policy": {"micro_batches_per_step": [0, 4]}}}}
     assert gkd_drawn_counts(recorded, 4) == [0, 4]
+
+
+def test_the_loss_runs_at_the_bandwidth_the_probe_measured():
+    """LOSS_BW_EFFICIENCY is the GPU probe's median over its loss cases, as the trainer runs them (empty_cache()
+    included), and no case strays far from it: the rate is one property of these streaming kernels."""
+    from bench.gkd_probe import loss_bandwidth_efficiency
+
+    got = loss_bandwidth_efficiency()
+    assert got["cases"] >= 6 and MGKD.LOSS_BW_EFFICIENCY == pytest.approx(got["median"], abs=0.005)
+    assert got["high"] / got["low"] < 1.2
+    assert loss_bandwidth_efficiency(empty_cache=False)["median"] > got["median"]  # the emptied cache costs time
