@@ -1652,7 +1652,10 @@ class WizardApp(App):
         if f is None:
             detail.update(Text("no rule fired" if isinstance(self.outcome, PlanView) else ""))
             return
-        text = Text.assemble((f"{f['id']} {f.get('name', '')}", "bold"), f" [{f['severity']}]: {f['message']}")
+        tag = f["severity"]
+        if f.get("status") == "unknown":  # as check's report says it (rules.render.render_check)
+            tag = f"not checked: {f.get('rule_severity', tag)} if it fails"
+        text = Text.assemble((f"{f['id']} {f.get('name', '')}", "bold"), f" [{tag}]: {f['message']}")
         if f.get("fix"):
             text.append("\nfix: ", style="bold").append(f["fix"])
         if f.get("auto_fix"):

@@ -17,6 +17,7 @@ from advisor.core.target import Target, default_link
 from advisor.model.estimate import BREAKDOWN_KEYS, estimate_plan, result_dict
 from advisor.model.job import describe as describe_job
 from advisor.model.units import GIB
+from advisor.search.vllm_pins import check_vllm_gpus
 from rules import vercmp
 from rules.engine import CheckReport, finding_dicts, run_rules
 from rules.model import FAIL, Context, Finding, default_versions, normalize_package
@@ -29,6 +30,7 @@ def estimate_request(req: Request, *, probe=None) -> dict[str, Any]:
     model = resolve.resolve_model(req)
     target = resolve.resolve_target(req, probe=probe)
     resolve.check_against_target(req, target)
+    check_vllm_gpus(req, model, target)
     plan = resolve.default_plan(req, model, target)
     mem, spd = estimate_plan(model, plan, target)
     findings = finding_dicts(Context(request=req, plan=plan, model=model, target=target, memory=mem, speed=spd))
@@ -50,6 +52,7 @@ def check_request(req, *, probe=None) -> CheckReport:
     model = resolve.resolve_model(req)
     target = resolve.resolve_target(req, probe=probe)
     resolve.check_against_target(req, target)
+    check_vllm_gpus(req, model, target)
     plan = resolve.default_plan(req, model, target)
     memory, speed = _estimate(model, plan, target)
     ctx = Context(request=req, plan=plan, model=model, target=target, memory=memory, speed=speed)
@@ -499,7 +502,10 @@ def render_estimate(result: dict[str, Any]) -> str:
     if findings:
         lines += ["", "findings:"]
         for f in findings:
-            lines.append(f"  [{f.get('severity', 'info')}] {f.get('id', '')}: {f.get('message', '')}")
+            tag = f.get("severity", "info")
+            if f.get("status") == "unknown":  # as check's report says it (rules.render.render_check)
+                tag = f"not checked: {f.get('rule_severity', tag)} if it fails"
+            lines.append(f"  [{tag}] {f.get('id', '')}: {f.get('message', '')}")
             if f.get("fix"):
                 lines.append(f"      fix: {f['fix']}")
     return "\n".join(lines)

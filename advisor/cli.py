@@ -440,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp = command("wizard", cmd_wizard, "the interactive wizard, with the REQUEST flags filled in (needs a terminal)")
     add_request_flags(sp, model_required=False)
+    p.command_names = tuple(sub.choices)  # for _parse's hint
     return p
 
 
@@ -551,7 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         if not argv:
             return cmd_wizard(None)  # on a terminal the wizard; elsewhere a usage error (exit 2)
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         if not getattr(args, "func", None):
             raise AdvisorError("no command given", hint="see `trl-advisor --help`")
         _check_text_arguments(args)
@@ -575,6 +576,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else int(ExitCode.USAGE))
     except Exception as e:  # noqa: BLE001 - the one place every unexpected error becomes exit 3
         return _internal_error(e, argv, debug)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """parse_args, with a flag the command does not take pointed at that command's own help: argparse reports
+    unrecognized arguments from the top-level parser, whose help lists no command's flags."""
+    try:
+        return parser.parse_args(argv)
+    except AdvisorError as e:
+        command = next((a for a in argv if a in getattr(parser, "command_names", ())), None)
+        if command and e.message.startswith("unrecognized arguments"):
+            e.hint = f"see `trl-advisor {command} --help`"
+        raise
 
 
 def _one_line(text: str) -> str:

@@ -53,8 +53,24 @@ def _profile(torch, call) -> dict[str, float]:
     return {"wall_s": round(wall, 4), "gpu_kernel_s": round(gpu_us / 1e6, 4), "kernels": kernels}
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The bundles' LoRA (train.py: r 16, alpha 32, dropout 0.05, these modules): what a LoRA GRPO/RLOO run generates
+through, its adapters unmerged, in train mode (RLOOTrainer/GRPOTrainer's transformers path never calls eval(), so
+the adapters' dropout runs in every decode step)."""
+
+
+def with_lora(model):
+    """The model wrapped as the bundles' LoRA run wraps it (peft get_peft_model), in train mode."""
+    from peft import LoraConfig, get_peft_model
+
+    wrapped = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules=list(LORA_TARGETS),
+                                               task_type="CAUSAL_LM"))
+    wrapped.train()
+    return wrapped
+
+
 def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any]], save,
-                arch: dict[str, Any] | None = None, padded: bool = False) -> None:
+                arch: dict[str, Any] | None = None, padded: bool = False, lora: bool = False) -> None:
     """Append one record per (batch, prompt) case to `rows`, calling `save` after each. `arch`: an architecture
     dict instead of the catalogue's row for `model_id` (the harness's own tests use a tiny one). `padded`: every other
     prompt is left-padded by one token (its attention mask starts with a 0), as GRPO/RLOO batches of prompts of
@@ -65,6 +81,8 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
     arch = complete_arch(arch) if arch is not None else arch_dict(resolve(model_id))
     ids = special_ids(arch["vocab"])
     model = random_causal_lm(torch, arch, ids, _device(torch))
+    if lora:
+        model = with_lora(model)
     for g in batches:
         for p in prompts:
             inp = torch.randint(0, ids["unk"], (g, p), device=_device(torch))
@@ -96,7 +114,7 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
             n = LONG - SHORT
             rows.append({
                 "host": host_probe(torch),  # the host's dispatch speed next to each case: does it drift?
-                "model": model_id, "layers": arch["layers"], "batch": g, "prompt": p, "padded": padded,
+                "model": model_id, "layers": arch["layers"], "batch": g, "prompt": p, "padded": padded, "lora": lora,
                 "seconds_short": round(short, 4), "seconds_long": round(long, 4),
                 "decode_step_ms": round(step * 1e3, 3),
                 "fixed_and_prefill_s": round(short - SHORT * step, 4),
@@ -116,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)), help="sequences generated at once")
     ap.add_argument("--padded", choices=("no", "yes", "both"), default="no",
                     help="left-pad every other prompt by one token (GRPO/RLOO's padded batches); both: each case twice")
+    ap.add_argument("--lora", choices=("no", "yes", "both"), default="no",
+                    help="generate through the bundles' unmerged LoRA adapters in train mode (LORA_TARGETS); both: "
+                         "each case without and with")
     a = ap.parse_args(argv)
     problem = new_output_problem(a.out)
     if problem:
@@ -148,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
 
     for m in a.models.split(","):
         for padded in {"no": (False,), "yes": (True,), "both": (False, True)}[a.padded]:
-            probe_model(torch, m.strip(), prompts, batches, result["rows"], save, padded=padded)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # the model is gone with probe_model's frame
+            for lora in {"no": (False,), "yes": (True,), "both": (False, True)}[a.lora]:
+                probe_model(torch, m.strip(), prompts, batches, result["rows"], save, padded=padded, lora=lora)
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()  # the model is gone with probe_model's frame
     result["host_after"] = host_probe(torch)
     save()
     return 0

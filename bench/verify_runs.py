@@ -153,6 +153,25 @@ CASES: list[dict] = [
     {"name": "new-grpo-q3-1.7b", "model": "qwen3-1.7b",
      "generate": ["--trainer", "grpo", "--vllm", "none", "--seq-len", "1024", "--max-completion-len", "256"],
      "verify": ["--steps", "6"], "shows": "a Qwen3-1.7B GRPO with transformers' generate, as planned"},
+    # Workloads no calibration row or earlier case ran (2026-12-07): adapters on the preference and online
+    # trainers, Gemma-2's eager attention under LoRA, Mistral at 4k, ZeRO-3 with LoRA; each the planner's own pick
+    {"name": "new-kto-l1b-lora", "model": "llama-3.2-1b", "generate": ["--trainer", "kto", "--method", "lora"],
+     "verify": [], "shows": "a Llama-3.2-1B LoRA KTO, as planned"},
+    {"name": "new-lora-g2-2b", "model": "gemma-2-2b", "probe": True, "generate": ["--method", "lora", "--seq-len", "2048"],
+     "verify": [], "shows": "a Gemma-2-2B LoRA SFT (eager attention, soft-capping), as planned"},
+    {"name": "new-rloo-l1b-lora", "model": "llama-3.2-1b",
+     "generate": ["--trainer", "rloo", "--method", "lora", "--vllm", "none", "--seq-len", "512",
+                  "--max-completion-len", "128"],
+     "verify": ["--steps", "6"], "shows": "a Llama-3.2-1B LoRA RLOO with transformers' generate, as planned"},
+    {"name": "new-dpo-q3-4b-qlora", "model": "qwen3-4b", "generate": ["--trainer", "dpo", "--method", "qlora"],
+     "verify": [], "shows": "a Qwen3-4B QLoRA DPO, as planned"},
+    {"name": "new-lora-m7b-4k", "model": "mistral-7b-v0.3", "generate": ["--method", "lora", "--seq-len", "4096"],
+     "verify": [], "shows": "a Mistral-7B LoRA SFT at 4k tokens, as planned"},
+    {"name": "new-lora-q1.5b-zero3", "model": "qwen2.5-1.5b",
+     "generate": ["--method", "lora", "--backend", "deepspeed", "--zero", "3"], "verify": [],
+     "shows": "a Qwen2.5-1.5B LoRA SFT under ZeRO-3, the rest as planned"},
+    {"name": "new-sft-phi3-full", "model": "phi-3-mini", "generate": ["--seq-len", "2048"], "verify": [],
+     "shows": "a Phi-3-mini full SFT, as planned"},
 ]
 
 

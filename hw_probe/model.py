@@ -124,8 +124,9 @@ class HostInfo(BaseModel):
 
     model_config = _FROZEN
 
-    ram_total_bytes: int | None = Field(default=None, ge=0)
-    """Host RAM, or the container's memory limit when that is lower."""
+    ram_total_bytes: int | None = Field(default=None, ge=1)
+    """Host RAM, or the container's memory limit when that is lower; None when unread (0 is a broken report: no
+    process runs in it, and every plan would be refused for host RAM)."""
     ram_available_bytes: int | None = Field(default=None, ge=0)
     cpu_cores: int | None = Field(default=None, ge=1)
     """Cores this process may run on (its CPU affinity)."""

@@ -1,11 +1,13 @@
 """Configuration-file rules (CFG*) for `check --bundle`: ds_config.json, the accelerate YAML, TRL arguments
-(train.py and the TRL YAML) and the launch script, read as they are written."""
+(train.py and the TRL YAML) and the launch script, read as they are written; and what the model's own config.json
+asks of them (its auto_map: CFG021, CFG022)."""
 
 from __future__ import annotations
 
 import difflib
 import re
 
+from advisor.catalog.hf_config import BUILT_IN_MODEL_TYPES
 from rules.common import NO_FILES, as_float, as_int, is_auto, truthy, uses_peft, uses_zero3
 from rules.datafiles import load_toml
 from rules.model import Context, Result, fail, na, ok
@@ -872,8 +874,85 @@ def offload_replaces_optimizer(ctx: Context) -> Result:
                 "use optim='adamw_torch', or define the optimizer in the DeepSpeed config")
 
 
+TRUST_FIX = "pass --trust-remote-code if you trust this model's code"
+
+
+@rule(id="CFG021", name="remote-code-needs-trust", severity="error",
+      reads=("model.remote_code", "model.model_type", "plan.trust_remote_code"))
+def remote_code_needs_trust(ctx: Context) -> Result:
+    """A model with an auto_map and a model_type transformers has no class for needs --trust-remote-code.
+
+    ## Why
+    An `auto_map` in config.json names Python files of the model repository that define its config and model
+    classes. transformers runs them only with `trust_remote_code=True` (dynamic_module_utils.py
+    resolve_trust_remote_code); when the model_type is not one of its own classes it has nothing else to load, and
+    `from_pretrained` raises "contains custom code which must be executed". trl-advisor never turns remote code on
+    by itself: train.py passes `trust_remote_code=False` unless you ask, so the bundle would fail at load.
+    trl-advisor knows a model_type to be built into transformers only for the families it reads by name (Llama,
+    Qwen, Mistral, Gemma, Phi, GPT-2 ...); for any other, the code named in auto_map is taken as needed.
+
+    ## Fix
+    Read the code the repository ships (the files auto_map names), then pass `--trust-remote-code` if you trust it.
+    The estimate models the architecture from config.json's sizes as for a Llama-style decoder.
+
+    ## Example
+    A local model folder with `"model_type": "internlm2"` and an auto_map fails without `--trust-remote-code` and
+    passes with it.
+
+    ## References
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/dynamic_module_utils.py
+    - https://huggingface.co/docs/transformers/custom_models
+    """
+    model = ctx.model
+    if not model.remote_code:
+        return na("config.json has no auto_map")
+    if model.model_type in BUILT_IN_MODEL_TYPES:
+        return na(f"transformers has its own {model.model_type} class (rule CFG022)")
+    if ctx.plan.trust_remote_code:
+        return ok("--trust-remote-code: train.py runs the code the model repository ships")
+    return fail(f"{model.hf_id}: config.json has an auto_map and model_type '{model.model_type}', not a transformers "
+                "class trl-advisor knows: loading it runs the model repository's own code, and train.py passes "
+                "trust_remote_code=False unless asked", TRUST_FIX)
+
+
+@rule(id="CFG022", name="remote-code-not-run", severity="warning",
+      reads=("model.remote_code", "model.model_type", "plan.trust_remote_code"))
+def remote_code_not_run(ctx: Context) -> Result:
+    """A model with an auto_map but a built-in model_type trains transformers' own class, not the repository's code.
+
+    ## Why
+    transformers has a class of its own for this model_type, so without `trust_remote_code=True` it ignores the
+    auto_map and builds its built-in class (dynamic_module_utils.py resolve_trust_remote_code: local code exists,
+    remote code is not run). That is usually what you want (Phi-3 repositories, for one, still carry the code they
+    shipped before transformers had Phi-3), and it is the architecture the estimate models; but the repository's own
+    code, if it differs, is not what trains. trl-advisor never turns remote code on by itself.
+
+    ## Fix
+    Nothing, when the built-in class is the model. If you need the repository's code and trust it, pass
+    `--trust-remote-code` (transformers then prefers that code to its own class).
+
+    ## Example
+    A local Phi-3 folder whose config.json has an auto_map warns without `--trust-remote-code`; with it, passes.
+
+    ## References
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/dynamic_module_utils.py
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/models/auto/auto_factory.py
+    """
+    model = ctx.model
+    if not model.remote_code:
+        return na("config.json has no auto_map")
+    if model.model_type not in BUILT_IN_MODEL_TYPES:
+        return na(f"transformers has no {model.model_type} class trl-advisor knows (rule CFG021)")
+    if ctx.plan.trust_remote_code:
+        return ok("--trust-remote-code: train.py runs the code the model repository ships")
+    return fail(f"{model.hf_id}: config.json has an auto_map (code of the model repository), but train.py passes "
+                f"trust_remote_code=False: transformers trains its own {model.model_type} class instead, the one the "
+                "estimate models", f"nothing if the built-in class is the model; else {TRUST_FIX}")
+
+
 RULES = (accelerate_ds_file_duplicates, deepspeed_auto_outside_hf, deepspeed_values_match, deepspeed_train_batch_size,
          bf16_and_fp16_both, zero3_save_gather, offload_param_below_zero3, offload_ratio_needs_zero3, zero_unknown_key,
          zero_invalid_value, accelerate_unknown_key, accelerate_num_processes, trl_argument_removed,
          trl_yaml_key_ignored, warmup_num_steps_positive, zero3_peft_reentrant, selective_checkpointing,
-         trl_import_moved, launch_needs_launcher, offload_replaces_optimizer)
+         trl_import_moved, launch_needs_launcher, offload_replaces_optimizer, remote_code_needs_trust,
+         remote_code_not_run)

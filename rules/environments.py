@@ -76,8 +76,8 @@ def bundle_pins(plan) -> dict[str, str]:
     if plan.trainer in ("grpo", "rloo"):
         names.append("math-verify")  # the default --reward accuracy
     if uses_hub_kernels(plan):
-        if not plan.unsloth:  # Unsloth's environment pins 5.17.0 already
-            env.update(data["pins_when_kernels"])
+        # the range the environment's own transformers accepts (pins.toml [kernels_for_transformers]): hub kernels
+        # do not move transformers
         env["kernels"] = data["kernels_for_transformers"][env["transformers"]]
         names.append("kernels")
     return {name: env[name] for name in names}
@@ -92,7 +92,7 @@ def uses_hub_kernels(plan) -> bool:
 
 def training_transformers_version(plan) -> str:
     """The transformers release the plan's training processes run (exact: every environment pins it): 5.24.0 for
-    TRL 1.16, 5.17.0 with vLLM, Unsloth or hub kernels (rules/data/pins.toml says why)."""
+    TRL 1.16 (hub kernels included), 5.17.0 with vLLM or Unsloth (rules/data/pins.toml says why)."""
     return bundle_pins(plan)["transformers"]
 
 

@@ -97,9 +97,19 @@ class Finding:
     def source(self) -> str:
         return self.sources[0] if self.sources else ""
 
+    @property
+    def reported_severity(self) -> Severity:
+        """The severity the JSON gives: the rule's when it failed; "info" otherwise, for a rule that could not be
+        checked (status unknown) above all. An unchecked rule found nothing, so it is no error: `check` exits 1 only
+        for a failed error-severity finding (is_error; CONTRACT.md), and a script that reads `severity` must agree
+        with that exit code. The rule's own severity stays in `rule_severity` (the text report's "not checked: error
+        if it fails")."""
+        return self.severity if self.status == FAIL else "info"
+
     def to_dict(self) -> dict:
         return {
-            "id": self.id, "name": self.name, "severity": self.severity, "status": self.status,
+            "id": self.id, "name": self.name, "severity": self.reported_severity, "rule_severity": self.severity,
+            "status": self.status,
             "message": self.message, "fix": self.fix, "auto_fix": self.auto_fix, "source": self.source,
             "sources": list(self.sources), "reads": {k: _jsonable(v) for k, v in self.reads.items()},
         }
@@ -236,7 +246,7 @@ def default_versions(target: Target, plan: Plan) -> tuple[dict[str, str], dict[s
                 pins.pop(name, None)
                 pins.pop(normalize_package(name), None)
     if hasattr(plan, "attn"):
-        # what the plan's own requirements.txt installs wins (hub kernels move transformers to 5.17.0, for one)
+        # what the plan's own requirements.txt installs wins (vLLM moves transformers to 5.17.0, for one)
         from rules.environments import bundle_pins
 
         pins.update({name: value for name, value in bundle_pins(plan).items() if datafiles.is_exact(value)})

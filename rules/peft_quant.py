@@ -279,6 +279,116 @@ def eight_bit_with_fsdp(ctx: Context) -> Result:
     return ok("no 8-bit weights")
 
 
+# Pre-quantized checkpoints (config.json quantization_config), by transformers' quantizer names
+# (quantizers/auto.py AUTO_QUANTIZER_MAPPING), split by each quantizer's `is_trainable`
+# (quantizers/quantizer_*.py), which Trainer checks (trainer_utils.py validate_quantization_for_training: a quantized
+# model trains only with adapters, and only when is_trainable). Read in transformers 5.25.0 (the project venv; the
+# bundles pin 5.24.0); tests/rules/test_rules_data_vs_installed.py holds the split to the installed release.
+QUANT_TRAINABLE = frozenset({"bitsandbytes_4bit", "bitsandbytes_8bit", "eetq", "fp8", "gptq", "hqq", "mxfp8", "quanto",
+                             "sinq"})
+"""is_trainable returns True."""
+QUANT_TRAINABLE_IF: dict[str, str] = {
+    "aqlm": "with aqlm >= 1.0.2 installed",
+    "awq": "with gptqmodel >= 5.0.0 installed",
+    "bitnet": "with quantization_config linear_class autobitlinear and quantization_mode online",
+    "compressed-tensors": "when loaded without its FP8 inference kernel",
+    "fouroversix": "with quantization_config keep_master_weights",
+    "fp_quant": "with quantization_config store_master_weights",
+    "torchao": "for an 8-bit quant_type only",
+}
+"""is_trainable depends on an installed package or the checkpoint's settings: when."""
+QUANT_NOT_TRAINABLE = frozenset({"auto-round", "fbgemm_fp8", "gemma", "gguf", "higgs", "metal", "mxfp4", "nvfp4", "quark",
+                                 "spqr", "vptq"})
+"""is_trainable returns False: transformers refuses to fine-tune the checkpoint at all."""
+
+
+def _quantized(ctx: Context) -> str:
+    return f"{ctx.model.hf_id} is a pre-quantized {ctx.model.quant_method} checkpoint (config.json quantization_config)"
+
+
+@rule(id="PEFT009", name="prequantized-checkpoint-trains-adapters-only", severity="error",
+      reads=("model.quant_method", "plan.method"))
+def prequantized_adapters_only(ctx: Context) -> Result:
+    """A pre-quantized checkpoint (GPTQ, AWQ, FP8, bitsandbytes ...) trains with LoRA only, and only if its method can.
+
+    ## Why
+    `from_pretrained` loads a checkpoint whose config.json has a `quantization_config` with that method's quantizer,
+    whatever the plan asks. Trainer then refuses to fine-tune quantized weights themselves ("You cannot perform
+    fine-tuning on purely quantized models", trainer_utils.py validate_quantization_for_training): full fine-tuning
+    fails. QLoRA fails too: it passes a bitsandbytes 4-bit config, which transformers refuses beside another method's
+    ("The model is quantized with ... but you are passing a BitsAndBytesConfig", quantizers/auto.py
+    merge_quantization_configs) and ignores beside bitsandbytes' own. LoRA adapters on the checkpoint's weights work
+    when the quantizer's `is_trainable` is true; for a method whose quantizer is not trainable (GGUF, MXFP4, NVFP4,
+    VPTQ ...) or one transformers does not know (it then loads the checkpoint as if unquantized), nothing trains.
+
+    ## Fix
+    `--method lora` for a trainable method; for the others, plan the model's unquantized (bf16) checkpoint.
+
+    ## Example
+    A GPTQ checkpoint with `--method full` or `--method qlora` fails, with `--method lora` passes; an MXFP4
+    checkpoint fails with every method.
+
+    ## References
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/trainer_utils.py
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/quantizers/auto.py
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/quantizers/base.py
+    - https://huggingface.co/docs/transformers/quantization/overview
+    """
+    method = ctx.model.quant_method
+    if method is None:
+        return na("the checkpoint is not pre-quantized")
+    unquantized = "plan the model's unquantized (bf16) checkpoint instead"
+    if method in QUANT_NOT_TRAINABLE:
+        return fail(f"{_quantized(ctx)}: transformers cannot train on {method} weights (its quantizer's is_trainable "
+                    "is False), with adapters or without", unquantized)
+    if method not in QUANT_TRAINABLE and method not in QUANT_TRAINABLE_IF:
+        return fail(f"{_quantized(ctx)}: transformers has no quantizer named {method} and would load the checkpoint "
+                    "as if it were not quantized", unquantized)
+    if ctx.plan.method == "full":
+        return fail(f"{_quantized(ctx)}: full fine-tuning of quantized weights fails (transformers trains them only "
+                    "through adapters)", "use --method lora: LoRA adapters train on top of the quantized weights")
+    if ctx.plan.method == "qlora":
+        return fail(f"{_quantized(ctx)}: QLoRA's bitsandbytes 4-bit loading does not apply to weights quantized "
+                    "already", "use --method lora: LoRA adapters train on top of the checkpoint's own quantization")
+    return ok(f"LoRA adapters on the {method} checkpoint")
+
+
+@rule(id="PEFT010", name="prequantized-checkpoint-estimate", severity="warning",
+      reads=("model.quant_method", "plan.method"))
+def prequantized_estimate(ctx: Context) -> Result:
+    """LoRA on a pre-quantized checkpoint: the estimate counts its weights at 16 bits; its quantizer needs a package.
+
+    ## Why
+    The memory model knows bf16 weights and QLoRA's bitsandbytes 4-bit weights; a checkpoint quantized with another
+    method (GPTQ, AWQ, FP8 ...) is estimated as if its base weights were bf16, which over-states their memory
+    (every quantization method stores fewer bits). transformers loads the checkpoint with that method's quantizer,
+    whose `validate_environment` needs its package (gptqmodel, optimum-quanto, hqq ...), which the bundle's
+    requirements.txt does not list; some methods train only with a package version or settings
+    (`is_trainable` of quantizers/quantizer_*.py).
+
+    ## Fix
+    Install the quantizer's package beside requirements.txt; read the memory figures as an upper bound.
+
+    ## Example
+    `--method lora` on a GPTQ checkpoint warns; a bf16 checkpoint is not applicable.
+
+    ## References
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/quantizers/auto.py
+    - https://huggingface.co/docs/transformers/quantization/overview
+    """
+    method = ctx.model.quant_method
+    if method is None:
+        return ok("not a pre-quantized checkpoint: the estimate counts its weights as the plan loads them")
+    if ctx.plan.method != "lora" or not (method in QUANT_TRAINABLE or method in QUANT_TRAINABLE_IF):
+        return na("no LoRA plan on a trainable quantization (rule PEFT009)")
+    when = f"; transformers trains on {method} weights only {QUANT_TRAINABLE_IF[method]}" \
+        if method in QUANT_TRAINABLE_IF else ""
+    return fail(f"{_quantized(ctx)}: the memory estimate counts its base weights at 16 bits, an over-estimate, and "
+                f"train.py needs the package of transformers' {method} quantizer{when}",
+                "install that package beside requirements.txt; read the memory figures as an upper bound")
+
+
 RULES = (qlora_zero3_quant_storage, qlora_fsdp2_quant_storage, peft_with_cpu_offload, lora_on_lm_head,
-         lora_merge_under_zero3, device_map_with_data_parallel, vllm_rejects_8bit, eight_bit_with_fsdp)
+         lora_merge_under_zero3, device_map_with_data_parallel, vllm_rejects_8bit, eight_bit_with_fsdp,
+         prequantized_adapters_only, prequantized_estimate)
 

@@ -10,6 +10,7 @@ from advisor.model.vllm_memory import (
     engine_need,
     server_parallelism,
     share_for,
+    usable_server_gpus,
 )
 from rules.common import NO_FILES, as_int, divisors, gib, join, truthy, uses_zero3
 from rules.model import Context, Result, fail, na, ok
@@ -440,7 +441,58 @@ def vllm_share_holds_engine(ctx: Context) -> Result:
                 "one")
 
 
+@rule(id="VLLM012", name="vllm-server-uses-its-gpus", severity="error",
+      reads=("plan.vllm_mode", "plan.vllm_gpus", "plan.gpus_per_node", "files.launch_sh", "model.heads",
+             "model.kv_heads", "model.intermediate", "model.num_experts"))
+def vllm_server_uses_its_gpus(ctx: Context) -> Result:
+    """The vLLM server must run on every GPU set aside for it: tensor-parallel x data-parallel = its GPUs.
+
+    ## Why
+    The training processes never use the server's GPUs (rule VLLM002), and one server generates for the whole run:
+    TRL's client connects the main process to one base URL (trl/generation/vllm_generation.py). A dense model's
+    server is one tensor-parallel group, since vLLM >= 0.14 refuses `--data-parallel-size` above 1 for dense models
+    (trl/scripts/vllm_serve.py: "will error out (see vLLM PR #30739)"; rule VLLM007), and its size must divide the
+    attention heads and split or replicate the KV heads (vLLM's QKVParallelLinear). So `--vllm-gpus 3` for
+    Qwen2.5-7B (28 heads, 4 KV heads) runs tensor-parallel 1 and leaves 2 reserved GPUs idle for the whole run. An
+    MoE server fills any count with data-parallel replicas.
+
+    ## Fix
+    Give the server a count its layout uses in full (the finding lists them for the model: for a dense model the
+    tensor-parallel sizes vLLM accepts), or launch it with tensor-parallel x data-parallel equal to its GPUs.
+
+    ## Example
+    Qwen2.5-7B on 8 GPUs with `--vllm-gpus 3` (`VLLM_GPUS=5,6,7`, `--tensor-parallel-size 1`) fails; `--vllm-gpus 2`
+    or 4 passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/scripts/vllm_serve.py
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/generation/vllm_generation.py
+    - https://github.com/huggingface/trl/pull/5214
+    - https://github.com/vllm-project/vllm/pull/30739
+    """
+    p = ctx.plan
+    if p.vllm_mode != "server" or p.vllm_gpus < 1:
+        return na("no vLLM server")
+    if _serve_lines(ctx):  # what launch.sh starts (vLLM's defaults: 1 and 1)
+        tp, dp = _launch_value(ctx, _TP_FLAG, int) or 1, _launch_value(ctx, _DP_FLAG, int) or 1
+        where = "launch.sh's vllm serve"
+    else:
+        tp, dp = server_parallelism(p, ctx.model, ctx.target)
+        where = "the planned server"
+    used = tp * dp
+    if used == p.vllm_gpus:
+        return ok(f"{where} runs tensor-parallel {tp} x data-parallel {dp} on its {p.vllm_gpus} GPU(s)")
+    if used > p.vllm_gpus:
+        return fail(f"{where} runs tensor-parallel {tp} x data-parallel {dp} = {used} GPUs but has {p.vllm_gpus}",
+                    f"give it {used} GPUs, or launch it with tensor-parallel x data-parallel = {p.vllm_gpus}")
+    usable = [str(n) for n in usable_server_gpus(ctx.model, max(1, p.gpus_per_node - 1))]
+    counts = usable[0] if len(usable) == 1 else ", ".join(usable[:-1]) + " or " + usable[-1]
+    return fail(f"{where} runs tensor-parallel {tp} x data-parallel {dp} on {used} of its {p.vllm_gpus} GPUs, "
+                f"leaving {p.vllm_gpus - used} idle for the whole run",
+                f"give the server {counts} GPUs (the counts {ctx.model.id}'s server runs on in full: generate with "
+                f"--vllm-gpus N), or keep {used} for it and train on the others")
+
 RULES = (vllm_needs_generating_trainer, vllm_server_dedicated_gpus, vllm_colocate_tp, vllm_max_model_length,
          vllm_needs_zero3_gather, zero3_gather_off_without_vllm, vllm_serve_dense_data_parallel,
          trl_vllm_serve_deprecated, vllm_server_tp_fits, vllm_server_serves_trained_model,
-         vllm_share_holds_engine)
+         vllm_share_holds_engine, vllm_server_uses_its_gpus)

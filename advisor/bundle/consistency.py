@@ -99,8 +99,10 @@ def plan_invariants(plan: Plan, model: ModelSpec | None = None) -> list[str]:
     need(not p.packing or p.trainer == "sft", "only SFT packs")
     need(p.ref_model != "precompute" or p.trainer in ("dpo", "kto"), "precomputed reference: DPO/KTO only")
     if p.unsloth:
-        need(p.backend in ("single", "ddp"), "Unsloth runs single-GPU or DDP (not DeepSpeed/FSDP)")
-        need(p.sp_size == 1 and p.cp_size == 1 and p.vllm_mode == "none", "Unsloth bundles use no SP/CP/vLLM")
+        # The planner's own set: single GPU, DDP or DeepSpeed (which stage, rule CMP002 judges), with or without
+        # vLLM (rules/data/pins.toml [unsloth]); its FSDP2 needs its own wrap (rule CMP003), and no SP/CP
+        need(p.backend in ("single", "ddp", "deepspeed"), "Unsloth runs single-GPU, DDP or DeepSpeed (not FSDP2)")
+        need(p.sp_size == 1 and p.cp_size == 1, "Unsloth bundles use no SP/CP")
     if model is not None and p.sp_size > 1:
         need(model.heads % p.sp_size == 0, "attention heads must divide by sp_size")
         need(model.kv_heads % p.sp_size == 0 or p.sp_size % model.kv_heads == 0,

@@ -28,6 +28,9 @@ def generate(req: Request, *, out: str | None = None, force: bool = False, probe
     out_dir = out or default_out_dir(plan, decision.model)
     result["out"] = out_dir
     files = render_bundle(plan, decision.model, decision.target, result, req)
-    written = write_bundle(files, out_dir, force=force)
+    left_behind: list[str] = []
+    written = write_bundle(files, out_dir, force=force, left_behind=left_behind)
     result["files"] = sorted(files)
-    return GenerateOutcome(result=result, decision=decision, out=out_dir, files=written, notes=decision.notes)
+    notes = list(decision.notes) + [f"the replaced bundle could not be deleted: it is in {path}; remove it by hand"
+                                    for path in left_behind]
+    return GenerateOutcome(result=result, decision=decision, out=out_dir, files=written, notes=notes)

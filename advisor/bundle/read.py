@@ -184,8 +184,11 @@ def _load_yaml(text: str, where: str) -> dict:
     try:
         data = safeio.load_yaml(text, where=where)
     except safeio.UnsafeInputError as exc:
-        raise InputFileError(exc.message, hint="fix the indentation or quoting; aliases (*name) are not accepted: "
-                             "write the values out") from None
+        # a value the reader refuses (.inf, .nan, a 5,000-digit integer, too deep) parsed fine: its hint is the value's
+        refused_number = "invalid YAML" not in exc.message and ("number" in exc.message or "digits" in exc.message)
+        raise InputFileError(exc.message, hint="write a finite number of ordinary size, or remove the key"
+                             if refused_number else "fix the indentation or quoting; aliases (*name) are not "
+                                                    "accepted: write the values out") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -263,7 +266,10 @@ def _read_train_tree(files: BundleFiles, text: str, where: str) -> None:
     try:
         tree = ast.parse(text, filename=where)
     except SyntaxError as exc:
-        raise InputFileError(f"{where}: Python syntax error at line {exc.lineno}: {exc.msg}",
+        # a NUL byte fails before the tokenizer counts lines: lineno is None, and the byte is what to name
+        at = f" at line {exc.lineno}" if exc.lineno else (f" at line {text.count(chr(10), 0, text.index(chr(0))) + 1}"
+                                                          if "\0" in text else "")
+        raise InputFileError(f"{where}: Python syntax error{at}: {exc.msg}",
                              hint="the file is read with ast (never run); fix the syntax") from exc
     constants = _module_constants(tree)
     calls: set[str] = set()

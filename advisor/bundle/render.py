@@ -45,8 +45,18 @@ else:  # pragma: no cover - Python 3.10
 
 GIB = 1 << 30
 
-TRL_VERSION = "1.16.0"
-"""The TRL release whose API the templates use (names checked against the installed 1.16.0 wheel)."""
+_RELEASE = re.compile(r"[0-9]+(\.[0-9]+){1,3}")
+"""An exact release as pins.toml writes one (1.16.0): what the templates may print as the bundle's TRL."""
+
+
+def trl_release(environment: dict) -> tuple[str, str]:
+    """(release, series) of the TRL the bundle pins ("1.15.0", "1.15" for Unsloth's environment, "1.16.0", "1.16"
+    otherwise): train.py's header, README.md and requirements.txt name the TRL of the bundle's own requirements.txt,
+    never a constant beside it. Validated before it is written (pins.toml is data)."""
+    version = environment.get("trl")
+    if not isinstance(version, str) or not _RELEASE.fullmatch(version):
+        raise ValueError(f"render_bundle: the pinned trl {version!r} is not an exact release (rules/data/pins.toml)")
+    return version, ".".join(version.split(".")[:2])
 
 # Default training data per trainer: TRL's own example datasets on the Hub (trl-lib), each in the format that
 # trainer reads, so `bash launch.sh` works before the user brings data. Value: (hub id, why).
@@ -629,6 +639,13 @@ class VllmLayout:
     enable_scale_out: bool
     """`trl vllm-serve` adds --enable-scale-out for vLLM >= 0.30.0 (trl/scripts/vllm_serve.py build_command): the
     render and token-in generate endpoints TRL's client uses for multimodal prompts."""
+    idle_gpus: int = 0
+    """GPUs of the job nothing runs on: the server's share of every node but node 0. One server generates for the
+    run (TRL's client connects the main process to one base URL: trl/generation/vllm_generation.py), and accelerate
+    starts the same number of training processes on every node (accelerate/utils/launch.py: nproc_per_node =
+    num_processes // num_machines), so nodes 1..N-1 cannot train on those GPUs. Said as a number in launch.sh, the
+    README and generate's notes (planner.vllm_note). Node 0's server GPUs all run it: the planner takes only counts
+    its tensor-parallel x data-parallel layout fills (vllm_memory.usable_server_gpus; rule VLLM012)."""
 
 
 def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | None:
@@ -644,7 +661,8 @@ def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | No
     train_ids = ",".join(str(i) for i in range(train))
     vllm_ids = ",".join(str(i) for i in range(train, plan.gpus_per_node))
     tp, dp = server_parallelism(plan, model, target)
-    return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp, data_parallel=dp, **common)
+    return VllmLayout(train_gpus=train_ids, vllm_gpus=vllm_ids, tensor_parallel=tp, data_parallel=dp,
+                      idle_gpus=plan.vllm_gpus * (plan.nodes - 1), **common)
 
 
 def trainer_beta(plan: Plan) -> float | None:
@@ -937,6 +955,17 @@ def default_out_dir(plan: Plan, model: ModelSpec) -> str:
     return f"generated/{name}-{plan.trainer}-{plan.method}-{plan.gpus_per_node * plan.nodes}gpu"
 
 
+def model_origin(model: ModelSpec) -> str:
+    """Where the model's architecture came from, for train.py's MODEL_ID line: a catalogue row, or a config.json read
+    from a local folder or the hub (not labelled catalogue: the catalogue's rows are the ones checked against their
+    sources)."""
+    from advisor.catalog import all_models
+
+    if any(row.id == model.id and row.source == model.source for row in all_models()):
+        return f"catalogue {model.id}"
+    return "local config.json" if model.source.startswith("file:") else "hub config.json"
+
+
 def _config_rows(plan: Plan, why: dict[str, str], extra: list[tuple[str, object, str]]) -> str:
     """The CONFIG dict body of train.py: one `"key": literal,  # why` line per value."""
     lines = []
@@ -997,12 +1026,18 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
     if plan.vllm_mode == "colocate":
         extra.append(("vllm_max_model_length", plan.seq_len, "prompt + completion: the plan's seq_len"))
     bema = plan.ref_model == "bema"
+    environment_pins = bundle_environment(plan)
+    trl_version, trl_series = trl_release(environment_pins)
     ctx = {
         "version": __version__,
-        "trl_version": TRL_VERSION,
+        "trl_version": trl_version,
+        "trl_series": trl_series,
+        # the TRL 1.16 environment's release ([pins]), which an Unsloth bundle's requirements.txt says it cannot share
+        "main_trl_series": trl_release({"trl": pins()["pins"]["trl"]})[1],
         "plan": plan,
         "plan_dict": plan.to_dict(),
         "model": model,
+        "model_origin": model_origin(model),
         "target": target,
         "why": why,
         "dtype": dtype,
@@ -1042,7 +1077,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "out_dir": out_dir,
         "alternatives": [_alternative_line(a) for a in result.get("alternatives", [])],
         "requirements": requirements(plan),
-        "environment": bundle_environment(plan),
+        "environment": environment_pins,
         # the Hub repository transformers loads for the attention (FLASH_ATTN_KERNEL_FALLBACK for flash_attention_2)
         "hub_kernel_repo": plan.attn if "/" in plan.attn else "kernels-community/flash-attn2",
         "per_node": plan.num_processes // plan.nodes,

@@ -53,14 +53,16 @@ this: a live writer on another host sharing the folder fills its marker within m
 _SIGNALS = tuple(sig for sig in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if sig)
 
 
-def write_bundle(files: dict[str, str], out_dir: str, *, force: bool) -> list[str]:
+def write_bundle(files: dict[str, str], out_dir: str, *, force: bool, left_behind: list[str] | None = None) -> list[str]:
     """Write every file into out_dir at once: a temporary sibling folder is filled, then renamed into place.
 
     out_dir may be missing or an empty folder. A folder trl-advisor wrote (it holds MARKER_NAME) is refused
     without `force`; with `force` it is renamed aside and deleted only after the new one is in place. Any other
     non-empty folder, a file, or a symbolic link (even with `force`) is refused with OutputExistsError.
     Any failure, SIGINT, SIGTERM or SIGHUP leaves no partial folder and the old one intact.
-    Returns the written paths (out_dir/name), in bundle order.
+    Returns the written paths (out_dir/name), in bundle order. A replaced bundle that could not be deleted once the
+    new one was in place (a file the user cannot remove, say) is left in its .tla-old folder, whose path is appended
+    to `left_behind` for the caller to report.
     """
     target = _absolute_target(out_dir)
     for name in files:
@@ -78,7 +80,13 @@ def write_bundle(files: dict[str, str], out_dir: str, *, force: bool) -> list[st
             if _is_empty_folder(target):
                 _write_into_empty(files, target, out_dir, guard=guard)
             else:
-                _write_and_swap(files, target, out_dir, force=force, guard=guard)
+                _write_and_swap(files, target, out_dir, force=force, guard=guard, left_behind=left_behind)
+    except OSError as exc:
+        _remove_made_parents(made)
+        if exc.filename and _WORK_NAME.search(str(exc.filename)):
+            # the staging folder is ours, not a path the user gave: name the folder they asked for
+            raise OSError(exc.errno, exc.strerror, out_dir) from exc
+        raise
     except BaseException:
         _remove_made_parents(made)
         raise
@@ -265,7 +273,7 @@ def _not_replaceable(folder: Path) -> list[str]:
 # ------------------------------------------------------------------------------------------------ the write
 
 def _write_and_swap(files: dict[str, str], target: Path, out_dir: str, *, force: bool,
-                    guard: _SignalGuard) -> None:
+                    guard: _SignalGuard, left_behind: list[str] | None = None) -> None:
     parent = target.parent
     staging: Path | None = None
     aside: Path | None = None
@@ -292,7 +300,9 @@ def _write_and_swap(files: dict[str, str], target: Path, out_dir: str, *, force:
             if staging is not None:
                 _remove_work_folder(staging, keep_payload=False)
             if aside is not None:  # not committed and not put back: the old bundle stays for _remove_stale
-                _remove_work_folder(aside, keep_payload=not committed)
+                gone = _remove_work_folder(aside, keep_payload=not committed)
+                if committed and not gone and left_behind is not None:
+                    left_behind.append(str(aside))
 
 
 def _fill_payload(staging: Path, files: dict[str, str]) -> Path:
@@ -383,26 +393,27 @@ def _read_writer_marker(folder: Path) -> dict | None:
     return info
 
 
-def _remove_work_folder(folder: Path, *, keep_payload: bool) -> None:
+def _remove_work_folder(folder: Path, *, keep_payload: bool) -> bool:
     """Remove one of our work folders: the payload first, .tla-writer last, so that a kill half-way leaves a
-    folder _remove_stale still recognises. Foreign entries stay (and with them the folder)."""
+    folder _remove_stale still recognises. Foreign entries stay (and with them the folder). True once it is gone."""
     payload = folder / _PAYLOAD
     if os.path.lexists(payload):
         if keep_payload:
-            return
+            return False
         shutil.rmtree(payload, ignore_errors=True)
         if os.path.lexists(payload):
-            return
+            return False
     try:
         os.unlink(folder / _WRITER_NAME)
     except FileNotFoundError:
         pass
     except OSError:
-        return
+        return False
     try:
         os.rmdir(folder)
     except OSError:
-        pass
+        return False
+    return True
 
 
 def _pid_alive(pid: int) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.core.errors import InputFileError
-from advisor.core.specs import ModelSpec, SpecError
+from advisor.core.specs import QUANT_METHOD_RE, ModelSpec, SpecError
 
 # Key names, in the order they are tried (GPT-2 / GPT-NeoX / Falcon spellings after the Llama ones).
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -58,6 +58,15 @@ _SLIDING_ALL = frozenset({"mistral", "mixtral", "phi3", "starcoder2"})
 # the parameter count stays right (LoRA shapes of these models are then approximate).
 _NON_GATED = frozenset({"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "gpt_neo", "phi", "opt", "bloom", "falcon", "starcoder2"})
 
+BUILT_IN_MODEL_TYPES = frozenset(
+    {"gemma", "gemma3", *_TYPE_DEFAULTS, *_UNTIED_BY_DEFAULT, *_QK_NORM, *_SLIDING_MIX, *_SLIDING_ALL, *_NON_GATED}
+)
+"""The model_types this reader knows by name, each a class of transformers itself (5.x models/auto/
+configuration_auto.py CONFIG_MAPPING_NAMES and modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES; checked against the
+installed transformers in tests/rules/test_rules_data_vs_installed.py). Such a config.json loads with
+trust_remote_code=False even when it has an auto_map: transformers then uses its own class (dynamic_module_utils.py
+resolve_trust_remote_code: has_local_code). Rules CFG021 / CFG022."""
+
 
 def _first(cfg: Mapping[str, Any], names: tuple[str, ...]) -> Any:
     for name in names:
@@ -70,6 +79,19 @@ def _first(cfg: Mapping[str, Any], names: tuple[str, ...]) -> Any:
 _CONFIG_KEYS_HINT = ("expected a transformers causal-LM config.json (num_hidden_layers, hidden_size, "
                      "num_attention_heads, vocab_size, ...)")
 _WHOLE_NUMBER_HINT = "sizes and counts in config.json are whole numbers, as transformers writes them"
+# A layer of zero width, heads or experts is built by transformers without complaint (intermediate_size 0 makes an
+# MLP of empty matrices, num_attention_heads 0 divides by zero) and trains nothing: a size is at least 1.
+_POSITIVE_HINT = "a model's sizes and counts are at least 1; correct config.json or download it again"
+# transformers 5 config classes are @strict dataclasses typed `bool` (configuration_utils.py, huggingface_hub
+# dataclasses.strict): "yes", 1 or "false" fail there when the model loads; null is the class default.
+_BOOL_HINT = "switches in config.json are JSON true or false (or null for the default), as transformers writes them"
+# transformers spells "no window" null (MistralConfig / Qwen2Config `sliding_window: int | None`); a window of 0 or
+# fewer tokens masks every key (masking_utils.py sliding_window_overlay: kv_idx > q_idx - window), and the configs
+# that check it refuse it (models/kolibri1/configuration_kolibri1.py: `sliding_window <= 0`).
+_WINDOW_HINT = "sliding_window is the window in tokens, at least 1; transformers writes null for no window"
+_AUTO_MAP_HINT = "auto_map maps transformers' Auto classes to code files of the model repository, as a JSON object"
+_QUANT_HINT = ("quantization_config is the JSON object transformers writes for a pre-quantized checkpoint, with a "
+               "quant_method such as gptq, awq or fp8")
 
 MAX_CONFIG_INT = 1 << 40
 """Largest size or count accepted from a config.json (about 1.1e12). The largest real values are context lengths
@@ -77,9 +99,20 @@ MAX_CONFIG_INT = 1 << 40
 sentinel, and the parameter and memory arithmetic on it would be meaningless."""
 
 
-def _int(cfg: Mapping[str, Any], names: tuple[str, ...], source: str, *, default: int | None = None) -> int:
-    """The first of `names` that the config sets, as a whole number in [0, MAX_CONFIG_INT]; `default` when none is
-    set. NaN, infinities, fractions, booleans, text, negatives and huge values raise InputFileError naming the key."""
+def _shown(value: Any) -> str:
+    return repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+
+
+def _key(cfg: Mapping[str, Any], names: tuple[str, ...]) -> str:
+    """The spelling of `names` this config uses (the first one set), to name it in an error."""
+    return next((name for name in names if cfg.get(name) is not None), names[0])
+
+
+def _int(cfg: Mapping[str, Any], names: tuple[str, ...], source: str, *, default: int | None = None,
+         low: int = 1, hint: str = _POSITIVE_HINT) -> int:
+    """The first of `names` that the config sets, as a whole number in [low, MAX_CONFIG_INT]; `default` when none is
+    set. NaN, infinities, fractions, booleans, text, values below `low` (a size is at least 1; `low=0` for counts
+    where 0 means none) and huge values raise InputFileError naming the key (`hint` for a value below `low`)."""
     key = next((name for name in names if cfg.get(name) is not None), None)
     if key is None:
         if default is not None:
@@ -89,14 +122,62 @@ def _int(cfg: Mapping[str, Any], names: tuple[str, ...], source: str, *, default
     whole = (isinstance(value, int) and not isinstance(value, bool)) or (
         isinstance(value, float) and math.isfinite(value) and value.is_integer())
     if not whole:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise InputFileError(f"{source}: config.json key '{key}' is {shown}, not a whole number",
+        raise InputFileError(f"{source}: config.json key '{key}' is {_shown(value)}, not a whole number",
                              hint=_WHOLE_NUMBER_HINT)
     number = int(value)
-    if not 0 <= number <= MAX_CONFIG_INT:
-        raise InputFileError(f"{source}: config.json key '{key}' is {number}, outside 0 to {MAX_CONFIG_INT:,}",
-                             hint=_WHOLE_NUMBER_HINT)
+    if not low <= number <= MAX_CONFIG_INT:
+        raise InputFileError(f"{source}: config.json key '{key}' is {number}, outside {low} to {MAX_CONFIG_INT:,}",
+                             hint=hint if number < low else _WHOLE_NUMBER_HINT)
     return number
+
+
+def _flag(cfg: Mapping[str, Any], key: str, source: str, *, default: bool) -> bool:
+    """A boolean key: JSON true or false, `default` when absent or null; anything else raises InputFileError (Python's
+    truth would read the text "false" as true)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InputFileError(f"{source}: config.json key '{key}' is {_shown(value)}, not true or false",
+                             hint=_BOOL_HINT)
+    return value
+
+
+def _remote_code(cfg: Mapping[str, Any], source: str) -> bool:
+    """Whether config.json has an auto_map (code of its own for AutoConfig / AutoModelForCausalLM ...): transformers
+    loads that code only with trust_remote_code=True (models/auto/auto_factory.py, configuration_auto.py:
+    `has_remote_code = "auto_map" in config_dict`)."""
+    auto_map = cfg.get("auto_map")
+    if auto_map is None:
+        return False
+    if not isinstance(auto_map, Mapping):
+        raise InputFileError(f"{source}: config.json key 'auto_map' is {_shown(auto_map)}, not a JSON object",
+                             hint=_AUTO_MAP_HINT)
+    return bool(auto_map)
+
+
+def _quant_method(cfg: Mapping[str, Any], t: Mapping[str, Any], source: str) -> str | None:
+    """The quantization method of a pre-quantized checkpoint, as transformers 5.x resolves it (quantizers/auto.py
+    get_hf_quantizer reads config.quantization_config, else the text config's; AutoQuantizationConfig.from_dict
+    turns load_in_4bit / load_in_8bit into bitsandbytes_4bit / _8bit and refuses a config without quant_method).
+    None when there is none (an empty object counts as none there too)."""
+    quant = cfg.get("quantization_config") or t.get("quantization_config")
+    if not quant:
+        return None
+    if not isinstance(quant, Mapping):
+        raise InputFileError(f"{source}: config.json key 'quantization_config' is {_shown(quant)}, not a JSON object",
+                             hint=_QUANT_HINT)
+    if _flag(quant, "load_in_4bit", source, default=False):
+        return "bitsandbytes_4bit"
+    if _flag(quant, "load_in_8bit", source, default=False):
+        return "bitsandbytes_8bit"
+    method = quant.get("quant_method")
+    if method is None:
+        raise InputFileError(f"{source}: config.json quantization_config has no quant_method", hint=_QUANT_HINT)
+    if not isinstance(method, str) or not QUANT_METHOD_RE.fullmatch(method):
+        raise InputFileError(f"{source}: config.json quantization_config quant_method is {_shown(method)}, not a "
+                             "quantization method name", hint=_QUANT_HINT)
+    return method
 
 
 def _text_part(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,21 +196,32 @@ def _text_part(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _attention(t: Mapping[str, Any], inner_type: str, max_positions: int) -> tuple[str, int | None]:
-    window = t.get("sliding_window")
+def _attention(t: Mapping[str, Any], inner_type: str, max_positions: int, source: str) -> tuple[str, int | None]:
+    window = (_int(t, ("sliding_window",), source, low=-MAX_CONFIG_INT, hint=_WINDOW_HINT)
+              if t.get("sliding_window") is not None else None)
+    use_window = _flag(t, "use_sliding_window", source, default=False)
     layer_types = t.get("layer_types")
+    if window is not None and window <= 0:
+        # A window the model uses must hold a token; one it never applies (Qwen2/Qwen2-MoE with use_sliding_window
+        # false write sliding_window 0 in some configs, and transformers builds them) is no window.
+        applies = (inner_type in _SLIDING_MIX or inner_type in _SLIDING_ALL or use_window
+                   or (isinstance(layer_types, list) and any("sliding" in str(kind) for kind in layer_types)))
+        if applies:
+            raise InputFileError(f"{source}: config.json key 'sliding_window' is {window}, outside 1 to "
+                                 f"{MAX_CONFIG_INT:,}", hint=_WINDOW_HINT)
+        window = None
     if isinstance(layer_types, list) and layer_types:
         sliding = sum(1 for kind in layer_types if "sliding" in str(kind))
         if sliding == 0:
             return "full", None
         return ("sliding" if sliding == len(layer_types) else "sliding-mix"), window
-    if not isinstance(window, int) or window <= 0 or window >= max_positions:
+    if window is None or window >= max_positions:
         return "full", None
     if inner_type in _SLIDING_MIX:
         return "sliding-mix", window
     if inner_type in _SLIDING_ALL:
         return "sliding", window
-    if t.get("use_sliding_window"):
+    if use_window:
         # Qwen2: layers from max_window_layers on use the window.
         first = t.get("max_window_layers")
         layers = _first(t, _LAYERS)
@@ -162,16 +254,29 @@ def spec_from_config(
     hidden = _int(t, _HIDDEN, source)
     heads = _int(t, _HEADS, source)
     kv_heads = _int(t, _KV_HEADS, source, default=heads)
-    if t.get("multi_query") is True and _first(t, _KV_HEADS) is None:
+    if _flag(t, "multi_query", source, default=False) and _first(t, _KV_HEADS) is None:
         kv_heads = 1  # GPT-BigCode / Falcon-7B multi-query attention
-    head_dim = _int(t, ("head_dim",), source, default=hidden // heads if heads else 0)
+    if t.get("head_dim") is None and hidden < heads:
+        # transformers' default head_dim is hidden_size // num_attention_heads (MistralConfig.__post_init__): 0 here
+        raise InputFileError(f"{source}: config.json key '{_key(t, _HIDDEN)}' ({hidden}) is smaller than "
+                             f"'{_key(t, _HEADS)}' ({heads}): each head would be 0 wide",
+                             hint="hidden_size is num_attention_heads x head_dim; correct config.json or set head_dim")
+    head_dim = _int(t, ("head_dim",), source, default=hidden // heads)
     vocab = _int(t, _VOCAB, source)
     max_positions = _int(t, _POSITIONS, source)
 
-    num_experts = _int(t, ("num_experts", "num_local_experts", "n_routed_experts"), source, default=0)
+    # 0 experts is a dense model: Qwen2/3-MoE build a dense MLP in every layer then (modeling_qwen3_moe.py
+    # Qwen3MoeDecoderLayer: `config.num_experts > 0 and ...`).
+    experts_keys = ("num_experts", "num_local_experts", "n_routed_experts")
+    num_experts = _int(t, experts_keys, source, default=0, low=0, hint=_WHOLE_NUMBER_HINT)
     experts_per_token = moe_intermediate = shared = 0
     if num_experts:
         experts_per_token = _int(t, ("num_experts_per_tok", "moe_topk"), source)
+        if experts_per_token > num_experts:
+            # the router's torch.topk(k) over num_experts scores fails at the first step
+            raise InputFileError(f"{source}: config.json key '{_key(t, ('num_experts_per_tok', 'moe_topk'))}' is "
+                                 f"{experts_per_token}, more than '{_key(t, experts_keys)}' ({num_experts})",
+                                 hint="a token is routed to at most as many experts as the layer has")
         if inner_type == "mixtral" or t.get("moe_intermediate_size") is None:
             # Mixtral names the expert width intermediate_size and has no dense MLP.
             moe_intermediate = _int(t, _INTERMEDIATE, source)
@@ -181,18 +286,23 @@ def spec_from_config(
             # Every layer is MoE unless mlp_only_layers / decoder_sparse_step say otherwise; ModelSpec has no
             # per-layer mix, so such a config is counted as all-MoE.
             intermediate = 0
-        shared = _int(t, ("shared_expert_intermediate_size",), source, default=0)
+        # 0: no shared expert (Qwen2-MoE's shared MLP of width 0 adds nothing)
+        shared = _int(t, ("shared_expert_intermediate_size",), source, default=0, low=0, hint=_WHOLE_NUMBER_HINT)
     else:
         intermediate = _int(t, _INTERMEDIATE, source, default=4 * hidden if inner_type in _NON_GATED else None)
         if inner_type in _NON_GATED or ("n_embd" in t and "intermediate_size" not in t):
             intermediate = round(2 * intermediate / 3)
 
     tie_default = inner_type not in _UNTIED_BY_DEFAULT and top_type not in _UNTIED_BY_DEFAULT
-    tied = t.get("tie_word_embeddings", cfg.get("tie_word_embeddings", tie_default))
-    qkv_bias = bool(t.get("attention_bias")) or bool(t.get("qkv_bias")) or inner_type in _ALWAYS_QKV_BIAS
+    tied = _flag(t, "tie_word_embeddings", source,
+                 default=_flag(cfg, "tie_word_embeddings", source, default=tie_default))
+    attention_bias = _flag(t, "attention_bias", source, default=False)
+    qkv_bias = _flag(t, "qkv_bias", source, default=False) or attention_bias or inner_type in _ALWAYS_QKV_BIAS
     if "n_embd" in t and inner_type in _NON_GATED:
         qkv_bias = True  # GPT-2 style: every linear has a bias
-    attention, window = _attention(t, inner_type, max_positions)
+    attention, window = _attention(t, inner_type, max_positions, source)
+    remote_code = _remote_code(cfg, source)
+    quant_method = _quant_method(cfg, t, source)
 
     name = hf_id or id or str(cfg.get("_name_or_path") or "") or top_type or "model"
     try:
@@ -207,7 +317,7 @@ def spec_from_config(
             kv_heads=kv_heads,
             head_dim=head_dim,
             vocab=vocab,
-            tied_embeddings=bool(tied),
+            tied_embeddings=tied,
             max_positions=max_positions,
             qkv_bias=qkv_bias,
             qk_norm=inner_type in _QK_NORM,
@@ -223,6 +333,8 @@ def spec_from_config(
             attention=attention,
             sliding_window=window,
             source=source,
+            remote_code=remote_code,
+            quant_method=quant_method,
         )
     except SpecError as exc:
         where = "config" if exc.field == "(row)" else exc.field

@@ -482,6 +482,10 @@ def resolve_gpu(name: str) -> GpuSpec:
     for gpu in _gpus():
         for shown in (gpu.id, *gpu.aliases):
             choices[_gpu_key(shown)] = gpu.id if shown == gpu.id else shown
+    if name.strip().isdigit():  # `--gpu 8` for `--gpus 8`: a count where the GPU's kind belongs
+        raise UnknownNameError(f"unknown GPU '{name.strip()}': --gpu names the kind of GPU",
+                               hint=f"for {name.strip()} GPUs pass --gpus {name.strip()}; `trl-advisor gpus` lists "
+                                    "the kinds")
     raise UnknownNameError(
         f"unknown GPU '{name.strip()}'",
         hint=_did_you_mean(_gpu_key(name), choices) or "run `trl-advisor gpus` for the catalogue",

@@ -89,6 +89,12 @@ CAUSAL_LM_LOADS_VISION_TOWER = frozenset({"gemma3", "gemma3n", "gemma4", "gemma4
 MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, the *ForConditionalGeneration entries of text-and-image models)."""
 
 
+QUANT_METHOD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+"""A quantization method name as findings may print it: transformers' own are lower-case words with `_` and `-`
+(utils/quantization_config.py QuantizationMethod); anything else in a config.json is refused before it reaches a
+report."""
+
+
 @dataclass(frozen=True)
 class ModelSpec(_Row):
     """The architecture numbers the memory and speed model needs (from the model's `config.json`)."""
@@ -130,6 +136,14 @@ class ModelSpec(_Row):
     size: str | None = None
     """Size shorthand this row is the reference model for (`7B`); each shorthand names one row."""
     aliases: tuple[str, ...] = ()
+    remote_code: bool = False
+    """config.json has an `auto_map`: the checkpoint ships its own model code, which transformers runs only with
+    trust_remote_code=True (dynamic_module_utils.py resolve_trust_remote_code). Rules CFG021 / CFG022."""
+    quant_method: str | None = None
+    """A pre-quantized checkpoint's method (config.json `quantization_config`), as transformers names its quantizer
+    (quantizers/auto.py AUTO_QUANTIZER_MAPPING: gptq, awq, fp8, bitsandbytes_4bit ...); None for 16/32-bit weights.
+    The memory model does not know these formats: it counts the weights as for the unquantized checkpoint (rules
+    PEFT009 / PEFT010 say so, and which plans can train on them)."""
 
     def __post_init__(self) -> None:
         for name in ("id", "hf_id", "model_type", "source"):
@@ -141,8 +155,12 @@ class ModelSpec(_Row):
             _int(self, name, low=0)
         _int(self, "norms_per_layer", low=1)
         _int(self, "sliding_window", above=0, optional=True)
-        for name in ("tied_embeddings", "qkv_bias", "qk_norm", "fused_qkv", "fused_gate_up"):
+        for name in ("tied_embeddings", "qkv_bias", "qk_norm", "fused_qkv", "fused_gate_up", "remote_code"):
             _bool(self, name)
+        _str(self, "quant_method", optional=True)
+        if self.quant_method is not None and not QUANT_METHOD_RE.fullmatch(self.quant_method):
+            raise SpecError("quant_method", f"expected a quantization method name such as gptq, got "
+                                            f"{self.quant_method!r:.40}")
         _str(self, "attention", choices=("full", "sliding-mix", "sliding"))
         _str(self, "size", optional=True)
         _strings(self, "aliases")

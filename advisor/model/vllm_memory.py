@@ -87,21 +87,52 @@ def weights_bytes(d: Dims, plan: Plan) -> int:
     return d.P * HALF
 
 
+def tensor_parallel_fits(model: ModelSpec, tp: int) -> bool:
+    """Whether vLLM can split `model` over `tp` tensor-parallel ranks. vLLM refuses attention heads that `tp` does not
+    divide (vllm/config/model.py verify_with_parallel_config: "Total number of attention heads (H) must be divisible
+    by tensor parallel size (T)"); QKVParallelLinear splits the KV heads over the ranks, or replicates them when
+    there are fewer, with divide(), which asserts an exact quotient (vllm/model_executor/layers/linear.py,
+    vllm/distributed/utils.py ensure_divisibility); the dense MLP's column-parallel projections divide their width
+    the same way. Qwen2.5-7B (28 heads, 4 KV heads): 1, 2 and 4; 7 divides the heads but not the KV heads."""
+    if tp < 1 or model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
+        return False
+    return model.is_moe or not model.intermediate or model.intermediate % tp == 0
+
+
+def usable_server_gpus(model: ModelSpec, most: int) -> list[int]:
+    """The GPU counts, 1 to `most`, a bundle's `vllm serve` of `model` runs on in full. A dense model's server is one
+    tensor-parallel group (data parallelism above 1 is refused for dense models: trl/scripts/vllm_serve.py
+    data_parallel_size help, "will error out (see vLLM PR #30739)"; rule VLLM007), so its count is a tensor-parallel
+    size vLLM accepts. An MoE server takes any count: server_parallelism's replicas (data parallel) fill what
+    tensor parallelism leaves. One server only: TRL's client connects the main process to one base URL
+    (trl/generation/vllm_generation.py, VLLMClient(base_url=...)), so GPUs no server size uses stay idle."""
+    return [n for n in range(1, most + 1) if model.is_moe or tensor_parallel_fits(model, n)]
+
+
 def server_parallelism(plan: Plan, model: ModelSpec, target: Target) -> tuple[int, int]:
     """(tensor parallel, data parallel) of the bundle's `vllm serve`. Dense models: vLLM >= 0.14 rejects
-    --data-parallel-size > 1 (rule VLLM007, TRL's vLLM guide), so every server GPU joins one tensor-parallel group,
-    whose size divides the attention heads. MoE models: tensor parallelism only as far as needed (the bf16 weights
-    should take at most half of a GPU, the rest is KV cache); replicas (data parallel, with expert parallelism) scale
-    generation better (vLLM docs)."""
+    --data-parallel-size > 1 (rule VLLM007, TRL's vLLM guide), so the server is one tensor-parallel group, of the
+    largest size vLLM accepts (tensor_parallel_fits) that divides its GPUs: all of them when the count is one of
+    usable_server_gpus, which the planner holds to (a pinned other count is refused, advisor.search.vllm_pins.check_vllm_gpus).
+    MoE models: tensor parallelism only as far as needed (the bf16 weights should take at most half of a GPU, the
+    rest is KV cache); replicas (data parallel, with expert parallelism) scale generation better (vLLM docs)."""
     gpus = max(1, plan.vllm_gpus)
     if not model.is_moe:
-        return max(d for d in range(1, gpus + 1) if gpus % d == 0 and model.heads % d == 0), 1
+        return max(d for d in range(1, gpus + 1) if gpus % d == 0 and tensor_parallel_fits(model, d)), 1
     weights = HALF * model.params
     tp = 1
     while tp < gpus and weights / tp > 0.5 * target.gpu_memory_bytes and gpus % (2 * tp) == 0 \
-            and model.heads % (2 * tp) == 0:
+            and tensor_parallel_fits(model, 2 * tp):
         tp *= 2
     return tp, gpus // tp
+
+
+def idle_server_gpus(plan: Plan, model: ModelSpec, target: Target) -> int:
+    """GPUs of node 0 set aside for the server that its tensor-parallel x data-parallel layout leaves out."""
+    if plan.vllm_mode != "server":
+        return 0
+    tp, dp = server_parallelism(plan, model, target)
+    return max(0, plan.vllm_gpus - tp * dp)
 
 
 def engine_need(model: ModelSpec, plan: Plan, target: Target, *, tensor_parallel: int | None = None,

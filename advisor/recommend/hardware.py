@@ -74,7 +74,8 @@ def check_limits(max_gpus: int, max_nodes: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise AdvisorError(f"{flag} must be a whole number, got {value!r:.20}", hint=f"for example {flag} 16")
         if not 1 <= value <= high:
-            raise AdvisorError(f"{flag} {value} is outside 1-{high}", hint=f"use at most {flag} {high}")
+            raise AdvisorError(f"{flag} {value} is outside 1-{high}",
+                               hint=f"use at least {flag} 1" if value < 1 else f"use at most {flag} {high}")
 
 
 def counts(gpu: GpuSpec, max_gpus: int, max_nodes: int) -> list[Hardware]:

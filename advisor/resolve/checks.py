@@ -27,7 +27,8 @@ def check_attn(attn: str | None) -> None:
     """--attn: an implementation transformers accepts by name, or a hub kernel id `org/name[@rev][:function]`."""
     if attn is None or attn in R.ATTN_BUILTIN or R.HUB_KERNEL_ID.match(attn):
         return
-    shown = attn if R.text_problem(attn) is None and len(attn) <= 80 else "(that value)"
+    # quoted: a stray space ('sdpa ') is the usual mistake, and unquoted it does not show
+    shown = repr(attn) if R.text_problem(attn) is None and len(attn) <= 80 else "(that value)"
     raise AdvisorError(f"--attn {shown} is neither an attention implementation transformers knows nor a hub kernel id",
                        hint=f"use one of {', '.join(R.ATTN_BUILTIN)}, or a hub kernel such as "
                             "kernels-community/flash-attn2")

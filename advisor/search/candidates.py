@@ -12,7 +12,7 @@ from advisor.core.plan import Plan
 from advisor.core.request import Request
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
-from advisor.model.vllm_memory import colocate_fraction
+from advisor.model.vllm_memory import colocate_fraction, usable_server_gpus
 from advisor.resolve import (
     DEFAULT_LORA_R,
     DEFAULT_MAX_COMPLETION,
@@ -90,10 +90,15 @@ def _vllm_options(req: Request, model: ModelSpec, target: Target) -> list[tuple[
     out: list[tuple[str, int]] = []
     for mode in modes:
         if mode == "server":
-            counts = [req.vllm_gpus] if req.vllm_gpus else sorted({1, max(1, target.gpus_per_node // 4),
-                                                                  max(1, target.gpus_per_node // 2)})
-            # A dense model's server is one tensor-parallel group (rule VLLM007), which must divide the heads.
-            counts = [n for n in counts if req.vllm_gpus or model.is_moe or model.heads % n == 0]
+            if req.vllm_gpus:
+                counts = [req.vllm_gpus]  # a count the server cannot use in full is refused before (vllm_pins.check_vllm_gpus)
+            else:
+                # One server, and a dense model's is one tensor-parallel group (rule VLLM007): only counts it runs on
+                # in full (usable_server_gpus), each wanted one taken down to the nearest such count, so that no
+                # plan reserves GPUs the server leaves idle (Qwen2.5-7B on 6 GPUs: 3 becomes 2; 28 heads, 4 KV heads).
+                usable = usable_server_gpus(model, target.gpus_per_node - 1)
+                wanted = (1, target.gpus_per_node // 4, target.gpus_per_node // 2)
+                counts = sorted({max(n for n in usable if n <= max(1, w)) for w in wanted} if usable else set())
             out += [("server", n) for n in counts if n < target.gpus_per_node or req.vllm_gpus]
         else:
             out.append((mode, 0))

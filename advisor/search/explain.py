@@ -122,7 +122,7 @@ def render_decision(result: dict, decision: Decision, out: str) -> str:
         lines.append("findings")
         for f in problems:
             unknown = f.get("status") == "unknown"
-            label = f"not checked ({f['severity']} if it fails)" if unknown else f["severity"]
+            label = f"not checked ({f.get('rule_severity', f['severity'])} if it fails)" if unknown else f["severity"]
             lines.append(f"  {f['id']} {label}: {f['message']}")
     # the command is for pasting into a shell: the folder name is quoted as one word, whatever it holds
     lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {shell_path(f'{out}/launch.sh')}")

@@ -28,6 +28,7 @@ from advisor.resolve import (
     resolve_target,
 )
 from advisor.search.candidates import (
+    DEFAULT_GLOBAL_BATCH,
     MICRO_BATCHES,
     Candidate,
     Decision,
@@ -37,6 +38,7 @@ from advisor.search.candidates import (
     structures,
 )
 from advisor.search.explain import explain_choice
+from advisor.search.vllm_pins import check_vllm_gpus
 
 
 def _structural_errors(req: Request, model: ModelSpec, target: Target, plan: Plan) -> list:
@@ -71,12 +73,17 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
         estimated += 1
         limit = planner_limit_bytes(mem)
         if mem.per_gpu_reserved_bytes > limit:
-            if best is not None:
+            if best is not None and not best.next_micro_note:  # the micro-batch right after the best, not a later one
                 best.next_micro_note = (f"{micro} needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB, over the "
                                         f"{limit / GIB:.1f} GiB limit")
             miss = miss or Candidate(plan, mem, spd, rejected_because=(
                 f"does not fit: needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB per GPU, limit "
                 f"{limit / GIB:.1f} GiB"))
+            if plan.grad_accum > 1 and not req.grad_accum:
+                # A larger micro-batch lowers the accumulation, and accumulating can hold more than the micro-batch
+                # adds: FSDP2's no_sync keeps the gradients unsharded until the last micro-batch, ZeRO-2 offload
+                # keeps those above the reduce bucket on the GPU (advisor.model.states).
+                continue
             break  # memory grows with the micro-batch: larger ones do not fit either
         if not _host_ok(mem, target):
             miss = miss or Candidate(plan, mem, spd, rejected_because=(
@@ -250,6 +257,13 @@ def smallest_change(req: Request, model: ModelSpec, target: Target) -> str:
         tries.append(("--micro-batch 1", req.with_(micro_batch=1), target))
     if req.grad_ckpt is False:
         tries.append(("--grad-ckpt", req.with_(grad_ckpt=True), target))
+    if req.global_batch and req.global_batch > DEFAULT_GLOBAL_BATCH:
+        tries.append((f"--global-batch {DEFAULT_GLOBAL_BATCH} (the default)", req.with_(global_batch=None), target))
+    if req.grad_accum != 1:
+        # Accumulation holds gradients between micro-batches: FSDP2's no_sync keeps them unsharded (accelerate
+        # accumulate/no_sync), ZeRO-2 offload keeps those above the reduce bucket on the GPU
+        # (advisor.model.states.offload_held_gradient_bytes). One micro-batch a step frees that memory.
+        tries.append(("--grad-accum 1 (one micro-batch per step)", req.with_(grad_accum=1, global_batch=None), target))
     if req.method in ("full", "lora"):
         nxt = "lora" if req.method == "full" else "qlora"
         tries.append((f"--method {nxt}", req.with_(method=nxt), target))
@@ -282,14 +296,51 @@ def _raise_if_a_pin_breaks_a_rule(req: Request, model: ModelSpec, target: Target
     """When every structure fails a rule whatever the memory (a pinned --sp-size 7 on 28 heads, say), the user's
     pin is the problem: report that rule and its fix, not a memory suggestion."""
     first_errors = None
-    for structure in structures(req, model, target):
+    for structure in structures(req, model, target) or _pinned_structures(req, model, target):
         errors = [e for e in _structural_errors(req, model, target, structure) if about_a_pin(req, e.id)]
         if not errors:
             return
         first_errors = first_errors or errors
     if first_errors:
-        e = first_errors[0]
+        # The rule about the user's own pins first: with --cp-size 2 --packing, SP013 (packing with context
+        # parallelism) is what the user chose, SP011 (ring attention needs sdpa) blames the attention the planner
+        # picked for packing; its fix would only lead to SP013.
+        e = min(first_errors, key=lambda f: _planner_choices_read(req, f.id))
         raise PinnedRuleError(f"{e.id} {e.name}: {e.message}", hint=e.fix or rules.get_rule(e.id).name)
+
+
+PINNED_FIELDS = {"backend": "backend", "zero": "zero_stage", "offload": "offload", "offload_device": "offload_device",
+                 "vllm": "vllm_mode", "vllm_gpus": "vllm_gpus", "sp_size": "sp_size", "cp_size": "cp_size",
+                 "method": "method", "ref_model": "ref_model", "attn": "attn", "precision": "precision"}
+"""Request knobs the candidate generator filters on, and the plan field each sets."""
+
+
+def _pinned_structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
+    """Structures of a request whose pins the candidate generator leaves no structure for (--zero 2 --offload all: it
+    offers parameter offload at ZeRO-3 only; --vllm server on a single GPU: no GPU left to train on): each pinned
+    knob in turn left to the generator, and set back to the user's value on the structures it gives, so that the
+    rules judge the plan the user asked for and name what is wrong with it (DS003, VLLM002), not "nothing fits"."""
+    out: list[Plan] = []
+    for knob, field_name in PINNED_FIELDS.items():
+        value = getattr(req, knob)
+        if value is not None:
+            out += [s.with_(**{field_name: value}) for s in structures(req.with_(**{knob: None}), model, target)]
+    return out
+
+
+PLAN_FIELD_KNOBS = {"zero_stage": "zero", "vllm_mode": "vllm"}
+"""Plan fields whose request knob is named otherwise; the other plan fields a rule reads share the knob's name."""
+
+
+def _planner_choices_read(req: Request, rule_id: str) -> int:
+    """How many plan fields the rule reads whose knob the user left to the planner."""
+    count = 0
+    for field_name in rules.get_rule(rule_id).reads:
+        head, _, name = field_name.partition(".")
+        knob = PLAN_FIELD_KNOBS.get(name, name)
+        if head == "plan" and hasattr(req, knob) and getattr(req, knob) is None:
+            count += 1
+    return count
 
 
 SEARCHED_LATER = {"plan.micro_batch": "micro_batch", "plan.grad_accum": "grad_accum"}
@@ -333,9 +384,33 @@ def impractical(c: Candidate) -> bool:
     return c.speed is not None and c.speed.step_seconds > IMPRACTICAL_STEP_SECONDS
 
 
-PLAN_NOTE_PREFIXES = ("Unsloth: ", "speed: ")
+PLAN_NOTE_PREFIXES = ("Unsloth: ", "speed: ", "vLLM server: ")
 """Notes decide adds about the chosen plan's figures, after the target's own notes (the wizard's Target tab shows only
 the target's)."""
+
+
+def vllm_note(plan: Plan) -> str | None:
+    """The GPUs a multi-node server plan leaves idle, as a number. Only node 0 runs `vllm serve` (TRL's client connects
+    the main process to one base URL: trl/generation/vllm_generation.py), and accelerate starts the same number of
+    training processes on every node (accelerate/utils/launch.py: nproc_per_node = num_processes // num_machines),
+    so the server's GPUs of every other node run nothing. The bundle's launch.sh and README say it too."""
+    if plan.vllm_mode != "server" or plan.nodes < 2:
+        return None
+    idle, total = plan.vllm_gpus * (plan.nodes - 1), plan.gpus_per_node * plan.nodes
+    return (f"vLLM server: {idle} of the job's {total} GPUs stay idle ({plan.vllm_gpus} per node on nodes 1 to "
+            f"{plan.nodes - 1}): only node 0 runs the server, and accelerate starts {plan.gpus_per_node - plan.vllm_gpus}"
+            " training processes on every node")
+
+
+def _held_by_others(target: Target) -> str:
+    """', of which other processes hold N GiB' where the probe saw another job on the GPUs (rule HW009): the memory
+    left to plan with is the cause of a miss before the model or the method is."""
+    from rules.hardware import OTHER_PROCESS_WARN_BYTES
+
+    held = target.other_process_bytes or 0
+    if held <= OTHER_PROCESS_WARN_BYTES:
+        return ""
+    return f", of which other processes hold {held / GIB:.1f} GiB per GPU"
 
 
 def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
@@ -344,6 +419,7 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     model = resolve_model(req)
     target = resolve_target(req, probe=probe)
     check_against_target(req, target)
+    check_vllm_gpus(req, model, target)
     decision = search(req, model, target)
     decision.notes = list(target.notes)
     if req.unsloth:
@@ -355,9 +431,12 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     if decision.chosen is None:
         try:
             _raise_if_a_pin_breaks_a_rule(req, model, target)
+            busy = _held_by_others(target)
             raise NoFeasiblePlanError(
-                f"no plan for {model.id} ({req.trainer}) fits {target.describe()}: searched {decision.considered} "
-                "configurations", hint=smallest_change(req, model, target))
+                f"no plan for {model.id} ({req.trainer}) fits {target.describe()}{busy}: searched "
+                f"{decision.considered} configurations",
+                hint=("free the GPUs (nvidia-smi lists the processes) or choose free ones with CUDA_VISIBLE_DEVICES; "
+                      if busy else "") + smallest_change(req, model, target))
         except AdvisorError as exc:
             exc.details = details
             raise
@@ -365,6 +444,9 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     share = speed_model.host_bound_share(c.plan, c.speed) if c.speed is not None else 0.0
     if share >= calibration.HOST_BOUND_NOTE_SHARE:
         decision.notes.append("speed: " + calibration.host_bound_note(share))
+    note = vllm_note(c.plan)
+    if note:
+        decision.notes.append(note)
     if impractical(c):
         exc = NoFeasiblePlanError(
             f"no practical plan for {model.id} ({req.trainer}) on {target.describe()}: the best that fits, "

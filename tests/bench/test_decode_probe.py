@@ -78,3 +78,19 @@ def test_bad_arguments_are_usage_errors_that_write_nothing(tmp_path, args):
     with pytest.raises(SystemExit) as exc:
         DP.main(["--out", str(out), *args])
     assert exc.value.code == 2 and not out.exists()
+
+
+def test_a_lora_case_generates_through_unmerged_adapters_in_train_mode(short_cases):
+    torch = short_cases
+    pytest.importorskip("peft")
+    rows: list = []
+    DP.probe_model(torch, "tiny", [8], [2], rows, lambda: None, arch=TINY, lora=True)
+    assert len(rows) == 1 and rows[0]["lora"] is True
+    from bench.models import complete_arch, random_causal_lm
+    from bench.worker import special_ids
+
+    arch = complete_arch(TINY)
+    model = DP.with_lora(random_causal_lm(torch, arch, special_ids(arch["vocab"]), "cpu"))
+    adapted = [n for n, _ in model.named_modules() if n.endswith(".lora_A")]
+    assert len(adapted) == arch["layers"] * len(DP.LORA_TARGETS)  # every target of every layer
+    assert model.training  # as TRL generates: no eval() before generate

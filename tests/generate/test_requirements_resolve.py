@@ -111,6 +111,21 @@ def test_vllm_environments_pin_what_vllm_requires():
     assert bundle_pins(build_plan(**LARGEST["trl"]))["transformers"] == "5.24.0"
 
 
+def test_hub_kernels_keep_the_environments_transformers():
+    """A hub-kernel or flash_attention_2 plan pins `kernels` in the range of the transformers its environment
+    already pins, and moves nothing: transformers 5.24.0 (KERNELS_MIN/MAX_VERSION 0.18.2 / 0.19.0 in its
+    utils/import_utils.py; kernels 0.18.3 is on the index, 2026-12-07) for TRL 1.16, and 5.17.0 (0.16.0 / 0.17.0)
+    where vLLM 0.31.0 caps transformers below 5.18."""
+    for attn in ("flash_attention_2", "kernels-community/flash-attn3"):
+        plain = bundle_pins(build_plan(attn=attn))
+        assert (plain["transformers"], plain["kernels"]) == ("5.24.0", ">=0.18.2,<0.19"), attn
+        without = bundle_pins(build_plan())
+        assert {k: v for k, v in plain.items() if k != "kernels"} == without, "kernels moved another pin"
+        for mode in ("colocate", "server"):
+            vllm = bundle_pins(build_plan(trainer="grpo", vllm_mode=mode, attn=attn))
+            assert (vllm["transformers"], vllm["kernels"], vllm["vllm"]) == ("5.17.0", ">=0.16.0,<0.17", "0.31.0")
+
+
 # ------------------------------------------------------------------------------------------- against the index
 
 def _generated_lines(tmp: Path) -> dict[str, list[str]]:

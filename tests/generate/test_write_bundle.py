@@ -170,6 +170,29 @@ def test_force_replaces_a_bundle_written_earlier(tmp_path):
     assert _entries(tmp_path) == ["b"]  # the old folder, renamed aside, is gone
 
 
+def test_an_old_bundle_that_cannot_be_deleted_is_reported(tmp_path, monkeypatch):
+    """The new bundle is in place; the old one, renamed aside, could not be removed (a file the user may not delete):
+    its folder is named to the caller, not left silently."""
+    out = tmp_path / "b"
+    _an_old_bundle(out)
+    real = bundle_write.shutil.rmtree
+    monkeypatch.setattr(bundle_write.shutil, "rmtree",
+                        lambda path, *a, **k: None if ".tla-old-" in str(path) else real(path, *a, **k))
+    left: list[str] = []
+    write_bundle(FILES, str(out), force=True, left_behind=left)
+    assert _entries(out) == BUNDLE
+    assert len(left) == 1 and os.path.basename(left[0]).startswith(".tla-old-") and os.path.isdir(left[0])
+    assert sorted(os.listdir(tmp_path)) == sorted(["b", os.path.basename(left[0])])
+
+
+def test_a_replaced_bundle_that_is_deleted_is_not_reported(tmp_path):
+    out = tmp_path / "b"
+    _an_old_bundle(out)
+    left: list[str] = []
+    write_bundle(FILES, str(out), force=True, left_behind=left)
+    assert left == []
+
+
 @pytest.mark.parametrize("record", ["output/model.safetensors", "logs/vllm.log", "metrics/rank0.jsonl"])
 def test_force_never_deletes_a_runs_records(tmp_path, record):
     """A trained model, launch.sh's logs and train.py's metrics are a run's, which may have taken days: --force

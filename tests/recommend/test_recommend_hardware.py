@@ -55,3 +55,12 @@ def test_named_types_resolve_aliases_once_each_in_order():
 def test_limits_outside_their_range_are_usage_errors(max_gpus, max_nodes):
     with pytest.raises(AdvisorError):
         check_limits(max_gpus, max_nodes)
+
+
+@pytest.mark.parametrize("max_gpus, max_nodes, hint", [(0, 8, "use at least --max-gpus 1"),
+                                                        (64, 0, "use at least --max-nodes 1"),
+                                                        (MAX_GPUS_LIMIT + 1, 8, f"use at most --max-gpus {MAX_GPUS_LIMIT}")])
+def test_the_hint_points_the_way_back_into_the_range(max_gpus, max_nodes, hint):
+    with pytest.raises(AdvisorError) as err:
+        check_limits(max_gpus, max_nodes)
+    assert err.value.hint == hint

@@ -53,6 +53,23 @@ def test_malformed_yaml_and_python(tmp_path):
         check_bundle(str(tmp_path))
 
 
+def test_a_refused_number_in_yaml_gets_a_hint_about_the_number(tmp_path):
+    (tmp_path / "trl.yaml").write_text("max_length: .inf\n")
+    with pytest.raises(InputFileError) as info:
+        check_bundle(str(tmp_path))
+    assert "not a finite number" in info.value.message and "finite number" in info.value.hint
+    (tmp_path / "trl.yaml").write_text("max_length: [1\n")
+    with pytest.raises(InputFileError) as info:
+        check_bundle(str(tmp_path))
+    assert "indentation" in info.value.hint
+
+
+def test_a_nul_byte_in_train_py_names_its_line(tmp_path):
+    (tmp_path / "train.py").write_text("x = 1\ny = 2\0\n")
+    with pytest.raises(InputFileError, match="train.py: Python syntax error at line 2: .*null bytes"):
+        check_bundle(str(tmp_path))
+
+
 def test_files_without_a_model(tmp_path):
     write(tmp_path, {"ds_config.json": {"zero_optimization": {"stage": 2}}})
     with pytest.raises(InputFileError, match="do not name a model"):
@@ -388,3 +405,30 @@ def test_an_unedited_bundle_has_no_file_problem(tmp_path, capsys):
     capsys.readouterr()
     assert cli_main(["check", "--bundle", str(out)]) == 0
     assert "problem(s) in the bundle's files" not in capsys.readouterr().out
+
+
+def test_an_unchecked_error_rule_is_no_error_in_the_json(tmp_path, capsys):
+    """A catalogue target does not say its host RAM, so MEM003 (severity error when it fails) cannot be checked on an
+    optimizer-offload bundle: status unknown. check exits 0 (CONTRACT.md: 1 only if a finding is an error), and the
+    JSON agrees: severity "info", the rule's own severity in rule_severity, as the text says "not checked: error if it
+    fails". A script keyed on severity and one keyed on the exit code read the same verdict."""
+    from advisor.cli import main as cli_main
+
+    out = tmp_path / "o1"
+    assert cli_main(["generate", "--model", "1.5B", "--backend", "deepspeed", "--zero", "3", "--offload", "optimizer",
+                     "--gpus", "1", "--gpu", "H100-80GB", "--out", str(out)]) == 0
+    capsys.readouterr()
+    rc = cli_main(["check", "--bundle", str(out), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    mem003 = next(f for f in data["findings"] if f["id"] == "MEM003")
+    assert (mem003["status"], mem003["severity"], mem003["rule_severity"]) == ("unknown", "info", "error")
+    assert rc == 0 and data["ok"] is True
+    assert not any(f["severity"] == "error" for f in data["findings"])
+    for f in data["findings"]:  # severity is the rule's exactly when it failed
+        assert f["severity"] == (f["rule_severity"] if f["status"] == "fail" else "info")
+    rc = cli_main(["check", "--bundle", str(out)])
+    assert rc == 0 and "MEM003 [not checked: error if it fails]" in capsys.readouterr().out
+    # plan.json keeps generate's findings in the same shape, and the README still says what the rule would be
+    plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    assert next(f for f in plan["findings"] if f["id"] == "MEM003")["severity"] == "info"
+    assert "**not checked (error if it fails)** `MEM003`" in (out / "README.md").read_text(encoding="utf-8")

@@ -36,6 +36,9 @@ def test_check_json_keys_follow_the_contract():
         assert set(f) >= {"id", "name", "severity", "status", "message", "fix", "auto_fix", "source", "reads"}
         assert f["severity"] in ("error", "warning", "info")
         assert f["status"] in ("fail", "unknown"), "passes and not-applicable findings are left out"
+        assert f["rule_severity"] in ("error", "warning", "info")
+        # an error in the JSON is exactly what makes ok false (and check exit 1): a rule that failed
+        assert (f["severity"] == "error") is (f["status"] == "fail" and f["rule_severity"] == "error")
         assert f["source"].startswith("https://")
     everything = report.to_json(include_all=True)["findings"]
     assert len(everything) > len(data["findings"])

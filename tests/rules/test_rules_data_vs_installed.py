@@ -77,3 +77,34 @@ def test_sp_attention_implementations_match_accelerate():
     source = inspect.getsource(dataclasses_mod.DeepSpeedSequenceParallelConfig)
     assert "_builtin_sp_attn = " + str(list(SP_ATTN_BUILTIN)).replace("'", '"') in source
     assert '_unsupported_sp_attn = ["eager", "flex_attention"]' in source
+
+
+def test_quantization_split_matches_transformers_quantizers():
+    """PEFT009 / PEFT010's split of transformers' quantizers by `is_trainable` (rules/peft_quant.py) covers every
+    quantizer the installed release has, and the ones called untrainable return False unconditionally."""
+    auto = pytest.importorskip("transformers.quantizers.auto")
+    from rules.peft_quant import QUANT_NOT_TRAINABLE, QUANT_TRAINABLE, QUANT_TRAINABLE_IF
+
+    split = (QUANT_TRAINABLE, set(QUANT_TRAINABLE_IF), QUANT_NOT_TRAINABLE)
+    assert set().union(*split) == set(auto.AUTO_QUANTIZER_MAPPING)
+    assert sum(len(part) for part in split) == len(auto.AUTO_QUANTIZER_MAPPING)  # no method in two parts
+    for method, quantizer in auto.AUTO_QUANTIZER_MAPPING.items():
+        body = inspect.getsource(quantizer.is_trainable.fget if isinstance(quantizer.is_trainable, property)
+                                 else quantizer.is_trainable)
+        returns = [line.strip() for line in body.splitlines() if line.strip().startswith("return")]
+        if method in QUANT_NOT_TRAINABLE:
+            assert returns == ["return False"], (method, returns)
+        elif method in QUANT_TRAINABLE:
+            assert returns == ["return True"], (method, returns)
+        else:
+            assert returns not in (["return True"], ["return False"]), (method, returns)
+
+
+def test_built_in_model_types_are_transformers_causal_lm_classes():
+    """CFG021 / CFG022 take the model_types the config reader knows by name as classes of transformers itself."""
+    modeling_auto = pytest.importorskip("transformers.models.auto.modeling_auto")
+    configuration_auto = pytest.importorskip("transformers.models.auto.configuration_auto")
+    from advisor.catalog.hf_config import BUILT_IN_MODEL_TYPES
+
+    assert BUILT_IN_MODEL_TYPES <= set(configuration_auto.CONFIG_MAPPING_NAMES)
+    assert BUILT_IN_MODEL_TYPES <= set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)

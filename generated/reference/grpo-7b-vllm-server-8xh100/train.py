@@ -146,7 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def architecture(args: argparse.Namespace, config_file: str = "model_config.json"):
     """A model's config from its file in the bundle (model_config.json; GKD: teacher_config.json), written by
-    trl-advisor from its catalogue, with the overrides."""
+    trl-advisor from its catalogue or the model's own config.json, with the overrides."""
     fields = json.loads((HERE / config_file).read_text(encoding="utf-8"))
     fields.update(args.config_overrides)
     model_type = fields.pop("model_type")
