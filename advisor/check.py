@@ -435,6 +435,10 @@ def render_bundle_check(report: BundleCheckReport) -> str:
         for f in diffs:
             lines.append(f"  {f.id} {f.message}")
             lines.append(f"      fix: {f.fix}")
+    if broken or diffs:  # the rules' summary above counts rules only: the total is what the exit code and JSON say
+        c = report.counts()
+        lines += ["", f"in all: {c['error']} error(s), {c['warning']} warning(s) (the rules, the bundle's files and "
+                      "the differences)"]
     return "\n".join(lines) + "\n"
 
 

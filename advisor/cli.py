@@ -277,9 +277,17 @@ def cmd_recommend(args) -> int:
     from advisor.recommend import recommend, recommendation_json, render_recommendation
 
     limits = {k: v for k, v in (("max_gpus", args.max_gpus), ("max_nodes", args.max_nodes)) if v is not None}
-    rec = recommend(request_from_args(args), gpu_types=args.gpu_types.split(",") if args.gpu_types is not None
-                    else None, prices=dict(parse_price_flag(text) for text in args.price or ()),
-                    budget_usd=args.budget_usd, deadline_hours=args.deadline_hours, sort=args.sort, **limits)
+    req = request_from_args(args)
+    try:
+        rec = recommend(req, gpu_types=args.gpu_types.split(",") if args.gpu_types is not None
+                        else None, prices=dict(parse_price_flag(text) for text in args.price or ()),
+                        budget_usd=args.budget_usd, deadline_hours=args.deadline_hours, sort=args.sort, **limits)
+    except AdvisorError as exc:
+        if args.json and exc.exit_code == ExitCode.FINDINGS:
+            # nothing feasible is an answer a script reads from stdout too (CONTRACT.md: exit 1, the same keys)
+            _print_json({"ok": False, "error": exc.message, "hint": exc.hint, "request": req.pinned(),
+                         "options": []})
+        raise
     if args.json:
         _print_json(recommendation_json(rec))
     else:
@@ -329,8 +337,15 @@ def cmd_verify(args) -> int:
     if outcome.interrupted:
         return 130  # as a shell reports a command ended by Ctrl-C (128 + SIGINT)
     if args.dry_run:
-        return ExitCode.OK
+        # nothing ran, so only the files can fail here: this machine (no GPU, other packages) is no reason for exit 1,
+        # a bundle whose files are wrong wherever it runs is (CONTRACT.md: verify exits 1 on a fail)
+        broken = [s for s in outcome.steps if s.name in DRY_RUN_FILE_STEPS and s.status == "fail"]
+        return ExitCode.FINDINGS if broken else ExitCode.OK
     return ExitCode.OK if outcome.passed else ExitCode.FINDINGS
+
+
+DRY_RUN_FILE_STEPS = ("bundle", "consistency", "rules")
+"""verify's steps that judge the bundle's files alone (advisor/verify/session.py), not the machine it runs on."""
 
 
 def cmd_wizard(args) -> int:
@@ -434,7 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "step, the step time scaled back to the plan)")
     sp.add_argument("--dry-run", action="store_true",
                     help="make the checks that start nothing and print the command, environment and checks a run "
-                         "would make; exit 0")
+                         "would make; exit 0, or 1 when the files fail their own checks (bundle, consistency, "
+                         "rules), wherever they would run")
     sp.add_argument("--timeout", type=_positive_int, default=1200, metavar="SECONDS",
                     help="stop the run after this long (default 1200)")
     sp.add_argument("--json", action="store_true")

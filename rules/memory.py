@@ -113,8 +113,13 @@ def fits_per_gpu(ctx: Context) -> Result:
         fix = ("no single change fits: combine ZeRO-3 + offload with LoRA/QLoRA, shorten --seq-len, or use GPUs "
                "with more memory")
         auto = None
-    return fail(f"predicted peak {gib(peak)} (reserved {gib(reserved)}) per GPU exceeds the usable {gib(cap)} of "
-                f"{ctx.target.gpu.id}", fix, auto)
+    # the limit is the usable memory less the safety margin (and FSDP2's extra share, rule MEM006): a reserve below
+    # the usable memory can still not fit, and the message says by what
+    limit = reserved + int(getattr(mem, "headroom_bytes", cap - reserved))
+    kept = ("the safety margin and FSDP2's extra headroom (MEM006)" if ctx.plan.backend == "fsdp2"
+            else "the safety margin")
+    return fail(f"predicted peak {gib(peak)} (reserved {gib(reserved)}) per GPU exceeds the {gib(limit)} a plan may "
+                f"reserve of the usable {gib(cap)} of {ctx.target.gpu.id} (the rest is {kept})", fix, auto)
 
 
 @rule(id="MEM002", name="low-memory-headroom", severity="warning",

@@ -419,6 +419,12 @@ def global_batch_not_reachable(ctx: Context) -> Result:
     if p.global_batch == req.global_batch:
         return ok(f"global batch {p.global_batch}")
     unit = p.micro_batch * p.dp_size
+    if req.global_batch % unit == 0:
+        # reachable: the accumulation (a pinned --grad-accum) is what makes another global batch
+        accum = req.global_batch // unit
+        return fail(f"--global-batch {req.global_batch} is micro-batch {p.micro_batch} x {p.dp_size} data-parallel "
+                    f"ranks x grad-accum {accum}, but the plan accumulates {p.grad_accum}: it trains with "
+                    f"{p.global_batch}", f"use --grad-accum {accum}, or drop --grad-accum")
     near = sorted({max(unit, (req.global_batch // unit) * unit), ((req.global_batch + unit - 1) // unit) * unit})
     return fail(f"--global-batch {req.global_batch} is not a multiple of micro-batch {p.micro_batch} x {p.dp_size} "
                 f"data-parallel ranks: the plan trains with {p.global_batch}",

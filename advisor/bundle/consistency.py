@@ -124,8 +124,22 @@ def train_constants(src: str) -> dict:
             try:
                 out[name] = ast.literal_eval(node.value)
             except ValueError:
-                out[name] = ast.unparse(node.value)
+                out[name] = _dict_call(node.value)
     return out
+
+
+def _dict_call(node: ast.AST):
+    """`dict(key=literal, ...)` as the dict it makes (Python's other spelling of the CONFIG literal); anything else as
+    its source text."""
+    from advisor.bundle.literals import literal_value
+    from advisor.core.files import Unresolved
+
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args
+            and all(kw.arg is not None for kw in node.keywords)):
+        values = {kw.arg: literal_value(kw.value) for kw in node.keywords}
+        if not any(isinstance(v, Unresolved) for v in values.values()):
+            return values
+    return ast.unparse(node)
 
 
 def shell_unquoted_expansions(src: str) -> list[str]:
@@ -482,7 +496,10 @@ def _check_slurm(files: dict[str, str], plan: Plan) -> list[str]:
         return ["slurm.sbatch: missing for a multi-node plan"] if plan.nodes > 1 else []
     src = files["slurm.sbatch"]
     out = [f"slurm.sbatch: {p}" for p in shell_unquoted_expansions(src)]
-    directives = dict(re.findall(r"^#SBATCH\s+(--[a-z-]+)=(\S+)", src, re.MULTILINE))
+    # sbatch takes `--opt=value`, `--opt value` and the short forms (-N 2); the last of a repeated option wins
+    short = {"-N": "--nodes"}
+    directives = {short.get(k, k): v for k, v in
+                  re.findall(r"^#SBATCH[ \t]+(--[a-z-]+|-N)(?:=|[ \t]+)([^\s#]+)", src, re.MULTILINE)}
     if directives.get("--nodes") != str(plan.nodes):
         out.append(f"slurm.sbatch: --nodes={directives.get('--nodes')} but the plan has {plan.nodes} nodes")
     if directives.get("--ntasks-per-node") != "1":
@@ -503,8 +520,9 @@ def _check_requirements(files: dict[str, str], plan: Plan) -> list[str]:
                 "bitsandbytes": plan.method == "qlora", "liger-kernel": plan.liger and not plan.unsloth,
                 "unsloth": plan.unsloth, "peft": plan.method != "full" or plan.unsloth}  # unsloth imports peft
     for name, want in expected.items():
-        if (name in reqs) != want:
-            out.append(f"requirements.txt: {name} {'missing' if want else 'not needed'} for this plan")
+        # a package the plan needs and lacks breaks the run; one it does not need is only installed for nothing
+        if want and name not in reqs:
+            out.append(f"requirements.txt: {name} missing for this plan")
     trl = reqs.get("trl", "")
     if plan.unsloth and trl != "==1.15.0":
         out.append("requirements.txt: Unsloth 2026.10.9 needs trl<=1.15.0 (pin 1.15.0)")

@@ -17,6 +17,7 @@ from typing import Any
 from advisor.bundle.readback import (  # noqa: F401  (read API: the plan's limits, shared with verify)
     PLAN_DEFAULTS_NOTE,
     _int,
+    apply_config_writes,
     plan_value_problem,
 )
 from advisor.core import safeio
@@ -157,6 +158,8 @@ def parse_texts(texts: dict[str, Any], root: str | None = None) -> BundleFiles:
             files.trl_yaml, files.trl_yaml_name = data, name
     _merge_trl_args(files)
     _pick_ds_config(files, jsons)
+    _apply_launch_flags(files)
+    _note_unmodelled_settings(files)
     if files.trainer is None and files.launch_sh:
         m = re.search(r"\btrl\s+(sft|dpo|grpo|rloo|kto)\b", files.launch_sh)
         if m:
@@ -262,6 +265,62 @@ def _read_train_py(files: BundleFiles, text: str, where: str) -> None:
             from None
 
 
+UNMODELLED_DS_KEYS = {"reduce_bucket_size": "auto", "allgather_bucket_size": None,
+                      "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+                      "stage3_max_live_parameters": 1_000_000_000, "stage3_max_reuse_distance": 1_000_000_000}
+"""ZeRO settings the memory estimate takes at the value the bundles write (advisor/bundle/render.py; None: DeepSpeed's
+default, which the bundles leave): the buckets at the HF integration's "auto" (advisor/model/buffers.py), every
+partitioned parameter gathered per module. A file with another value runs with memory the estimate does not count."""
+UNMODELLED_FSDP_KEYS = {"fsdp_reshard_after_forward": True}
+"""FSDP2 settings the estimate takes as the bundles write them (buffers.py: layers resharded after their forward)."""
+
+
+def _note_unmodelled_settings(files: BundleFiles) -> None:
+    """Say where the files set a memory knob the estimate does not read: the figures are for the bundles' value."""
+    zero = (files.ds_config or {}).get("zero_optimization")
+    for key, assumed in UNMODELLED_DS_KEYS.items():
+        if isinstance(zero, dict) and key in zero and zero[key] != assumed:
+            shown = "DeepSpeed's default" if assumed is None else repr(assumed)
+            files.assumptions.append(f"{files.ds_config_name or 'ds_config.json'} zero_optimization.{key} is "
+                                     f"{str(zero[key])[:40]}: the memory estimate is for {shown}, not this value")
+    fsdp = files.accelerate_fsdp
+    for key, assumed in UNMODELLED_FSDP_KEYS.items():
+        if key in fsdp and fsdp[key] != assumed:
+            files.assumptions.append(f"{files.accelerate_name or 'accelerate.yaml'} fsdp_config.{key} is "
+                                     f"{str(fsdp[key])[:40]}: the memory estimate is for {assumed!r}, not this value")
+
+
+LAUNCH_FLAG_KEYS = {"num_processes": int, "num_machines": int, "mixed_precision": str}
+"""`accelerate launch` flags that override the config file's key of the same name (accelerate
+commands/launch.py: command-line arguments win over the config file's defaults)."""
+
+
+def _apply_launch_flags(files: BundleFiles) -> None:
+    """launch.sh's `accelerate launch --num_processes 4 ...` (or `--num-processes=4`, in the LAUNCH=(...) array the
+    bundles write): what accelerate runs with, over accelerate.yaml's value, noted as read from launch.sh."""
+    if not files.launch_sh:
+        return
+    found: dict[str, Any] = {}
+    for line in files.launch_sh.splitlines():
+        code = line.split("#", 1)[0]
+        if "accelerate" not in code or "launch" not in code:
+            continue
+        for flag, value in re.findall(r"--(num[_-]processes|num[_-]machines|mixed[_-]precision)(?:=|\s+)([^\s\\)\"']+)",
+                                      code):
+            key = flag.replace("-", "_")
+            if LAUNCH_FLAG_KEYS[key] is int:
+                if not value.isdigit():
+                    files.assumptions.append(f"launch.sh: --{flag} {value[:40]} is not a number this reads")
+                    continue
+                found[key] = int(value)
+            else:
+                found[key] = value
+    if found:
+        files.accelerate = {**(files.accelerate or {}), **found}
+        where = files.accelerate_name or "the accelerate YAML"
+        files.accelerate_name = f"{where} (overridden by launch.sh's {', '.join(f'--{k}' for k in found)})"
+
+
 def _read_train_tree(files: BundleFiles, text: str, where: str) -> None:
     try:
         tree = ast.parse(text, filename=where)
@@ -321,6 +380,8 @@ def _module_constants(tree: ast.Module) -> dict[str, Any]:
                 either = [_value(b, out) for b in (node.value.body, node.value.orelse)]
                 if all(isinstance(v, str) and not isinstance(v, Unresolved) for v in either):
                     out[_IFEXP_PREFIX + node.targets[0].id] = either
+    if isinstance(out.get("CONFIG"), dict):  # what the file writes into CONFIG afterwards (a user's edit)
+        out["CONFIG"] = apply_config_writes(tree, dict(out["CONFIG"]))
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
             value = _function_result(node, out)

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from advisor.bundle.literals import literal_value
 from advisor.core import safeio
 from advisor.core.errors import InputFileError
 from advisor.core.files import BundleFiles, Unresolved
@@ -97,8 +98,74 @@ def config_dict(train_py: str | None) -> dict:
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return {}
     if isinstance(cfg, dict):
+        return _with_later_writes(train_py, dict(cfg))
+    return _with_later_writes(train_py, _config_items(train_py)) if isinstance(cfg, str) else {}
+
+
+def _with_later_writes(train_py: str, cfg: dict) -> dict:
+    import ast
+
+    try:
+        tree = ast.parse(train_py)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
         return cfg
-    return _config_items(train_py) if isinstance(cfg, str) else {}
+    return apply_config_writes(tree, cfg)
+
+
+def apply_config_writes(tree, cfg: dict) -> dict:
+    """CONFIG as the run sees it: the literal, then what the file writes into it afterwards. The generated train.py
+    never writes CONFIG, so a write is the user's: `CONFIG["micro_batch"] = 16`, `CONFIG.update(micro_batch=16)`,
+    `CONFIG.update({...})`, `CONFIG |= {...}`. At module level a literal value is applied in order; a write inside a
+    function or of a value that is not a literal may or may not run: its key becomes Unresolved (said not read)."""
+    import ast
+
+    top = {id(node) for node in tree.body}
+
+    literal = literal_value
+
+    def is_config(node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id == "CONFIG"
+
+    def writes(node: ast.AST) -> list[tuple[str | None, Any]]:
+        """(key, value) pairs a statement writes into CONFIG; key None: it writes keys it does not name."""
+        if isinstance(node, ast.Assign):
+            return [(t.slice.value if isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str) else None,
+                     literal(node.value)) for t in node.targets if isinstance(t, ast.Subscript) and is_config(t.value)]
+        if isinstance(node, ast.AugAssign) and is_config(node.target) and isinstance(node.op, ast.BitOr):
+            return _dict_items(node.value, literal)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) and is_config(node.target.value):
+            key = node.target.slice
+            return [(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None,
+                     Unresolved(ast.unparse(node)[:80]))]
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute) and is_config(node.value.func.value)
+                and node.value.func.attr in ("update", "setdefault", "pop", "__setitem__")):
+            call = node.value
+            if call.func.attr != "update":
+                key = call.args[0] if call.args else None
+                return [(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None,
+                         Unresolved(ast.unparse(call)[:80]))]
+            pairs = [(kw.arg, literal(kw.value)) for kw in call.keywords]
+            for arg in call.args:
+                pairs += _dict_items(arg, literal)
+            return pairs
+        return []
+
+    for node in ast.walk(tree):
+        for key, value in writes(node):
+            if key is None:
+                continue  # a key it does not name: nothing to attach it to
+            cfg[key] = value if id(node) in top else Unresolved(f"written in a function: {value!r}"[:80])
+    return cfg
+
+
+def _dict_items(node, literal) -> list[tuple[str | None, Any]]:
+    import ast
+
+    if isinstance(node, ast.Dict):
+        return [(k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else None, literal(v))
+                for k, v in zip(node.keys, node.values, strict=True)]
+    return [(None, None)]
 
 
 def _config_items(train_py: str) -> dict:
@@ -116,10 +183,7 @@ def _config_items(train_py: str) -> dict:
             for key, value in zip(node.value.keys, node.value.values, strict=True):
                 if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
                     continue
-                try:
-                    out[key.value] = ast.literal_eval(value)
-                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                    out[key.value] = Unresolved(ast.unparse(value)[:80])
+                out[key.value] = literal_value(value)
             return out
     return {}
 

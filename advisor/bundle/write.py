@@ -17,6 +17,7 @@ wrote (or empty ones), never a folder of the user's that happens to sit at --out
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -39,8 +40,52 @@ MARKER_NAME = ".trl-advisor-bundle"
 MARKER_TEXT = ("trl-advisor bundle v1\n"
                "This folder was written by trl-advisor; `trl-advisor generate --force` may replace it, "
                "with everything in it.\n")
-"""Fixed bytes, nothing from the request: reference bundles compare byte for byte."""
+"""Fixed bytes, nothing from the request: reference bundles compare byte for byte. The marker goes on with the
+SHA-256 of each file as written (_marker), which `--force` reads to keep a user's edits."""
 _MARKER_FIRST_LINE = re.compile(rb"trl-advisor bundle v[0-9]+")
+_DIGESTS_HEADER = "SHA-256 of each file as trl-advisor wrote it (--force replaces none that differs):\n"
+_DIGEST_LINE = re.compile(r"([0-9a-f]{64})  ([A-Za-z0-9_.-]{1,64})")
+_MAX_COMPARED_BYTES = 64 << 20
+"""A bundle file larger than this is not hashed to compare (none is written that large): taken as edited."""
+
+
+def _marker(files: dict[str, str]) -> str:
+    """MARKER_TEXT, then one `<sha256>  <name>` line per file (sha256sum's layout), in bundle order."""
+    lines = [f"{hashlib.sha256(content.encode('utf-8')).hexdigest()}  {name}" for name, content in files.items()]
+    return MARKER_TEXT + _DIGESTS_HEADER + "".join(line + "\n" for line in lines)
+
+
+def edited_files(folder: Path) -> list[str]:
+    """The files of a bundle whose content is no longer what trl-advisor wrote (its marker's digests), and the files of
+    a bundle's names it did not write: a user's work that `--force` must not replace. A marker without digests
+    (bundles written before them) names none."""
+    try:
+        text = (folder / MARKER_NAME).read_text(encoding="utf-8", errors="replace")[:1 << 16]
+    except OSError:
+        return []
+    out = []
+    listed = set()
+    for line in text.splitlines():
+        m = _DIGEST_LINE.fullmatch(line)
+        if not m or m.group(2) not in BUNDLE_NAMES or m.group(2) == MARKER_NAME:
+            continue
+        listed.add(m.group(2))
+        path = folder / m.group(2)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue  # deleted: nothing of the user's to lose
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_COMPARED_BYTES:
+            out.append(m.group(2))
+            continue
+        with open(path, "rb") as fh:
+            if hashlib.sha256(fh.read()).hexdigest() != m.group(1):
+                out.append(m.group(2))
+    if listed:
+        # a file of a bundle's name that trl-advisor did not write there (a ds_config.json or slurm.sbatch the user
+        # added to a bundle without one) is the user's too
+        out += sorted(name for name in BUNDLE_NAMES - listed - {MARKER_NAME} if os.path.lexists(folder / name))
+    return out
 
 _WORK_NAME = re.compile(r"\.tla-(new|old)-([0-9]+)-[0-9a-f]{8}")
 _WRITER_NAME = ".tla-writer"
@@ -235,6 +280,13 @@ def _check_target(target: Path, out_dir: str, *, force: bool) -> None:
     if not force:
         raise OutputExistsError(f"{out_dir} already holds a trl-advisor bundle",
                                 hint="pass --force to replace it, or choose another --out")
+    edited = edited_files(target)
+    if edited:
+        shown = ", ".join(edited[:3]) + (f" and {len(edited) - 3} more" if len(edited) > 3 else "")
+        raise OutputExistsError(f"{out_dir} holds a trl-advisor bundle, and {shown} is not as trl-advisor wrote it "
+                                "(edited or added since): --force would replace it",
+                                hint="copy the edited files elsewhere, or delete them to take the new ones; or choose "
+                                     "another --out")
     foreign = _not_replaceable(target)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
@@ -311,7 +363,7 @@ def _fill_payload(staging: Path, files: dict[str, str]) -> Path:
     os.mkdir(new)
     for name, content in files.items():
         _write_file(new / name, content, 0o755 if name in _EXECUTABLE else 0o644)
-    _write_file(new / MARKER_NAME, MARKER_TEXT, 0o644)
+    _write_file(new / MARKER_NAME, _marker(files), 0o644)
     os.chmod(new, 0o755)
     _fsync_dir(new)  # the names, not only the contents, survive a crash (fsync(2): fsync the directory too)
     return new

@@ -143,9 +143,15 @@ def _no_option(req: Request, model: ModelSpec, methods: list[str], where: str, l
     if searches == 0 and last.refused:  # the largest choice's refusal: a smaller one may refuse for its size only
         hw, exc = max(last.refused, key=lambda refusal: refusal[0].gpus)
         return NoFeasiblePlanError(f"{head}: on {hw.label()}, {exc.message}", hint=exc.hint)
+    if choices and all(h.gpu.consumer for h in choices):
+        # consumer cards are planned on one node (hardware.counts): more --max-gpus or --max-nodes adds no choice
+        hint = ("consumer cards are planned on one node of at most 8: add data-centre GPU types (--gpu-types, e.g. "
+                "H100,A100-80GB), or a shorter --seq-len")
+    else:
+        hint = "allow more GPUs (--max-gpus, --max-nodes), more GPU types (--gpu-types), or a shorter --seq-len"
     return NoFeasiblePlanError(
         f"no plan for {model.id} ({req.trainer}, {' or '.join(methods)}) fits any of {where}: {searches} planner "
-        "searches", hint="allow more GPUs (--max-gpus, --max-nodes), more GPU types (--gpu-types), or a shorter --seq-len")
+        "searches", hint=hint)
 
 
 def recommend(req: Request, *, tokens: int | None = None, steps: int | None = None,

@@ -61,6 +61,11 @@ def check_request(req: Request, *, applicable: bool = True) -> None:
                                f"{max(low, 1)}")
         if value > high:
             raise AdvisorError(f"{_flag(name)} {value} is above {high:,}: {why}", hint=f"use at most {high}")
+    if req.vllm_gpus == 0:
+        # a plan's vllm_gpus is 0 without a server (LIMITS allow it there); pinned, 0 would read as unset and the
+        # planner would choose a count the user never asked for
+        raise AdvisorError("--vllm-gpus must be at least 1, got 0",
+                           hint="for example --vllm-gpus 1, or leave it out and the planner chooses")
     if req.vllm_mem_fraction is not None and not (isinstance(req.vllm_mem_fraction, (int, float))
                                                    and 0.0 < req.vllm_mem_fraction < 1.0):
         raise AdvisorError(f"--vllm-mem-fraction {req.vllm_mem_fraction} is outside (0, 1)", hint="for example 0.3")
@@ -170,6 +175,12 @@ def check_applicable(req: Request) -> None:
         raise AdvisorError(f"--offload-device nvme with --zero {req.zero}: DeepSpeed offloads to NVMe under ZeRO-3 "
                            "only (ZeRO-1/2 keep offloaded optimizer states in CPU memory whatever the device says)",
                            hint="use --zero 3 for NVMe, or --offload-device cpu")
+    if req.unsloth and req.backend == "fsdp2":
+        # The planner leaves FSDP2 out of Unsloth's plans (advisor.search.candidates): Unsloth's own FSDP2 path needs
+        # its wrap switched on (UNSLOTH_FSDP2=1, rule CMP003), which the bundles do not set up
+        raise AdvisorError("--unsloth with --backend fsdp2: trl-advisor plans Unsloth on one GPU, DDP or DeepSpeed; "
+                           "Unsloth's FSDP2 needs its own wrap (UNSLOTH_FSDP2=1), which the bundles do not set up",
+                           hint="use --backend ddp or --backend deepspeed --zero 2, or drop --unsloth")
     if req.offload not in (None, "none") and req.backend in ("single", "ddp"):
         raise AdvisorError(f"--offload {req.offload} with --backend {req.backend}: offloading is DeepSpeed's or FSDP2's",
                            hint="use --backend deepspeed (or fsdp2 for --offload all)")

@@ -249,10 +249,24 @@ def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_
     return alts
 
 
-def smallest_change(req: Request, model: ModelSpec, target: Target) -> str:
-    """Try the changes a user can make, least disruptive first, and name the first that yields a plan."""
+def _host_ram_need(missed: list[Candidate], target: Target) -> int:
+    """The least host RAM per node of the rejected plans that fit the GPUs but not the node's RAM (every process loads
+    the model through host memory; offload keeps states there), or 0 when host RAM rejected none of them."""
+    needs = [c.memory.host_bytes for c in missed if c.memory is not None and not _host_ok(c.memory, target)
+             and c.memory.per_gpu_reserved_bytes <= planner_limit_bytes(c.memory)]
+    return min(needs, default=0)
+
+
+def smallest_change(req: Request, model: ModelSpec, target: Target, *, fewer_gpus: bool = False) -> str:
+    """Try the changes a user can make, least disruptive first, and name the first that yields a plan. fewer_gpus:
+    host RAM is the limit, and fewer processes per node hold less of it."""
     seq = req.seq_len or DEFAULT_SEQ_LEN
     tries: list[tuple[str, Request, Target]] = []
+    if fewer_gpus:
+        for gpus in (4, 2, 1):
+            if gpus < target.gpus_per_node:
+                tries.append((f"--gpus {gpus} (fewer processes per node, each loading the model through host RAM)",
+                              req.with_(gpus=gpus), target.with_(gpus_per_node=gpus)))
     if req.micro_batch and req.micro_batch > 1:
         tries.append(("--micro-batch 1", req.with_(micro_batch=1), target))
     if req.grad_ckpt is False:
@@ -264,6 +278,10 @@ def smallest_change(req: Request, model: ModelSpec, target: Target) -> str:
         # accumulate/no_sync), ZeRO-2 offload keeps those above the reduce bucket on the GPU
         # (advisor.model.states.offload_held_gradient_bytes). One micro-batch a step frees that memory.
         tries.append(("--grad-accum 1 (one micro-batch per step)", req.with_(grad_accum=1, global_batch=None), target))
+    if req.backend is not None or req.zero is not None:
+        # a pinned backend can be the whole cause (DDP keeps a full model per GPU): another keeps the method
+        pinned = f"--backend {req.backend}" if req.backend else f"--zero {req.zero}"
+        tries.append((f"another backend (without {pinned})", req.with_(backend=None, zero=None), target))
     if req.method in ("full", "lora"):
         nxt = "lora" if req.method == "full" else "qlora"
         tries.append((f"--method {nxt}", req.with_(method=nxt), target))
@@ -302,11 +320,24 @@ def _raise_if_a_pin_breaks_a_rule(req: Request, model: ModelSpec, target: Target
             return
         first_errors = first_errors or errors
     if first_errors:
-        # The rule about the user's own pins first: with --cp-size 2 --packing, SP013 (packing with context
-        # parallelism) is what the user chose, SP011 (ring attention needs sdpa) blames the attention the planner
-        # picked for packing; its fix would only lead to SP013.
-        e = min(first_errors, key=lambda f: _planner_choices_read(req, f.id))
-        raise PinnedRuleError(f"{e.id} {e.name}: {e.message}", hint=e.fix or rules.get_rule(e.id).name)
+        # First the error about the user's own pins (--cp-size 2 --packing: SP013, packing with context parallelism,
+        # not SP011, which blames the attention the planner picked for packing), and among those the one whose fix
+        # changes what another reads (--cp-size 3 at 65,536 tokens: SP016's process count, not SP012's length for a
+        # cp that must change anyway); then the other errors of pins alone that its fix leaves standing, so that one
+        # refusal names them all.
+        def reads(f) -> set[str]:
+            return {name.partition(".")[2] for name in rules.get_rule(f.id).reads if name.startswith("plan.")}
+
+        def settles(f) -> int:
+            return sum(1 for g in first_errors if g is not f and reads(g) & set(f.auto_fix or {}))
+
+        ranked = sorted(first_errors, key=lambda f: (-_pinned_share(req, f.id), -settles(f)))
+        e = ranked[0]
+        others = list({f.id: f for f in ranked[1:] if f.id != e.id and _pinned_share(req, f.id) == 1.0
+                       and not reads(f) & set(e.auto_fix or {})}.values())
+        also = "; also " + "; ".join(f"{f.id} {f.name}: {f.message}" for f in others) if others else ""
+        fixes = [f.fix or rules.get_rule(f.id).name for f in (e, *others)]
+        raise PinnedRuleError(f"{e.id} {e.name}: {e.message}{also}", hint="; and ".join(dict.fromkeys(fixes)))
 
 
 PINNED_FIELDS = {"backend": "backend", "zero": "zero_stage", "offload": "offload", "offload_device": "offload_device",
@@ -332,15 +363,22 @@ PLAN_FIELD_KNOBS = {"zero_stage": "zero", "vllm_mode": "vllm"}
 """Plan fields whose request knob is named otherwise; the other plan fields a rule reads share the knob's name."""
 
 
-def _planner_choices_read(req: Request, rule_id: str) -> int:
-    """How many plan fields the rule reads whose knob the user left to the planner."""
-    count = 0
+def _pinned_share(req: Request, rule_id: str) -> float:
+    """The share of the request knobs a rule reads (through the plan's fields) that the user pinned: 1 for a rule
+    about the user's own choices, less for one that also judges what the planner chose (SP002 reads the backend the
+    planner picked for a pinned --sp-size; SP015, RLOO with sp_size, reads only pins)."""
+    knobs = []
     for field_name in rules.get_rule(rule_id).reads:
         head, _, name = field_name.partition(".")
         knob = PLAN_FIELD_KNOBS.get(name, name)
-        if head == "plan" and hasattr(req, knob) and getattr(req, knob) is None:
-            count += 1
-    return count
+        if head == "plan" and hasattr(req, knob) and knob not in UNSET_MEANS_OFF:
+            knobs.append(getattr(req, knob) is not None)
+    return sum(knobs) / len(knobs) if knobs else 1.0
+
+
+UNSET_MEANS_OFF = frozenset({"sp_size", "cp_size", "packing", "unsloth"})
+"""Knobs the planner leaves off unless pinned (no sequence or context parallelism, packing or Unsloth of its own
+for most requests): a rule reading one the user left unset is not judging a planner's choice there."""
 
 
 SEARCHED_LATER = {"plan.micro_batch": "micro_batch", "plan.grad_accum": "grad_accum"}
@@ -432,11 +470,14 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
         try:
             _raise_if_a_pin_breaks_a_rule(req, model, target)
             busy = _held_by_others(target)
+            host_need = _host_ram_need(decision.alternatives, target)
+            host = (f"; the node's {target.host_ram_bytes / GIB:.0f} GiB of host RAM is the limit: the plans that fit "
+                    f"the GPUs need {host_need / GIB:.0f} GiB or more" if host_need else "")
             raise NoFeasiblePlanError(
                 f"no plan for {model.id} ({req.trainer}) fits {target.describe()}{busy}: searched "
-                f"{decision.considered} configurations",
+                f"{decision.considered} configurations{host}",
                 hint=("free the GPUs (nvidia-smi lists the processes) or choose free ones with CUDA_VISIBLE_DEVICES; "
-                      if busy else "") + smallest_change(req, model, target))
+                      if busy else "") + smallest_change(req, model, target, fewer_gpus=bool(host_need)))
         except AdvisorError as exc:
             exc.details = details
             raise

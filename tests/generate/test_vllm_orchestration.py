@@ -182,7 +182,9 @@ def test_a_server_that_ignores_sigterm_is_killed(run):
 
 def test_server_dying_while_training_runs_stops_the_training(run):
     start = time.monotonic()
-    rc, err = run.run(STANDIN_VLLM="die:2", STANDIN_TRAIN="long")
+    # the server answers /health for 6 s before it dies: launch.sh polls every 2 s, and a first poll that comes
+    # before the stand-in listens (a slow interpreter start) must still find it up on the next one
+    rc, err = run.run(STANDIN_VLLM="die:6", STANDIN_TRAIN="long")
     assert rc != 0
     assert "exited with status 1 while training ran; stopping the training" in err
     assert time.monotonic() - start < 30

@@ -82,12 +82,52 @@ def test_every_file_is_fsynced(tmp_path, monkeypatch):
     assert set(FILES) | {MARKER_NAME} <= set(synced)
 
 
-def test_the_marker_is_fixed_text(tmp_path):
+def test_the_marker_is_fixed_text_and_the_files_digests(tmp_path):
+    import hashlib
+
     write_bundle(FILES, str(tmp_path / "a"), force=False)
     write_bundle({"x.txt": "other"}, str(tmp_path / "b" / ("n" * 200)), force=False)
-    assert (tmp_path / "a" / MARKER_NAME).read_text() == MARKER_TEXT
-    assert (tmp_path / "b" / ("n" * 200) / MARKER_NAME).read_bytes() == MARKER_TEXT.encode()
+    marker = (tmp_path / "a" / MARKER_NAME).read_text()
+    assert marker.startswith(MARKER_TEXT)
+    digests = [line for line in marker.splitlines() if len(line) > 66 and line[64:66] == "  "]
+    assert digests == [f"{hashlib.sha256(c.encode()).hexdigest()}  {n}" for n, c in FILES.items()]
+    assert (tmp_path / "b" / ("n" * 200) / MARKER_NAME).read_text().startswith(MARKER_TEXT)
     assert MARKER_TEXT.splitlines()[0] == "trl-advisor bundle v1"
+
+
+def test_force_never_replaces_a_file_the_user_edited(tmp_path):
+    out = tmp_path / "b"
+    write_bundle(FILES, str(out), force=False)
+    with open(out / "train.py", "a") as fh:
+        fh.write("# my edit\n")
+    before = _tree(out)
+    with pytest.raises(OutputExistsError) as err:
+        write_bundle({**FILES, "train.py": "print('new')\n"}, str(out), force=True)
+    assert "train.py" in err.value.message
+    assert _tree(out) == before  # the edit and the rest as they were
+    (out / "train.py").unlink()  # deleting the edited file takes the new one
+    write_bundle({**FILES, "train.py": "print('new')\n"}, str(out), force=True)
+    assert (out / "train.py").read_text() == "print('new')\n"
+
+
+def test_force_never_replaces_a_bundle_file_the_user_added(tmp_path):
+    out = tmp_path / "b"
+    write_bundle(FILES, str(out), force=False)  # no ds_config.json or slurm.sbatch in it
+    (out / "ds_config.json").write_text('{"zero_optimization": {"stage": 3}}')
+    with pytest.raises(OutputExistsError) as err:
+        write_bundle({**FILES, "ds_config.json": "{}"}, str(out), force=True)
+    assert "ds_config.json" in err.value.message
+    assert (out / "ds_config.json").read_text() == '{"zero_optimization": {"stage": 3}}'
+
+
+def test_force_replaces_an_unedited_bundle_and_one_whose_marker_has_no_digests(tmp_path):
+    out = tmp_path / "b"
+    write_bundle(FILES, str(out), force=False)
+    write_bundle(FILES, str(out), force=True)  # unedited: replaced
+    (out / MARKER_NAME).write_text(MARKER_TEXT)  # a bundle written before the digests
+    (out / "train.py").write_text("edited, but nothing says what was written\n")
+    write_bundle(FILES, str(out), force=True)
+    assert (out / "train.py").read_text() == FILES["train.py"]
 
 
 def test_the_marker_name_is_not_a_bundle_file(tmp_path):

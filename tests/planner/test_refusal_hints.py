@@ -3,11 +3,17 @@ a change the search would make (accumulation, the global batch) before a smaller
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
-from advisor.core.errors import NoFeasiblePlanError
+from advisor.core.errors import AdvisorError, NoFeasiblePlanError
 from advisor.core.request import Request
 from advisor.search import PinnedRuleError, decide
+
+HARDWARE = Path(__file__).resolve().parents[1] / "fixtures" / "hardware"
 
 
 def _decide(**kw):
@@ -54,3 +60,48 @@ def test_pins_the_generator_has_no_structure_for_name_the_rule_they_break(kw, ru
     with pytest.raises(PinnedRuleError) as err:
         _decide(**kw)
     assert err.value.message.startswith(rule), err.value.message
+
+
+@pytest.mark.parametrize("kw, first, fixed", [
+    # SP002 (the backend the planner chose for a pinned --sp-size) came first; RLOO's own refusal of sp is the cause
+    (dict(model="qwen3-8b", trainer="rloo", gpus=8, gpu="H100-80GB", vllm="colocate", sp_size=2, seq_len=32768,
+          max_completion_len=1024), "SP015", dict(sp_size=1, cp_size=1)),
+    # SP012's --seq-len for cp 3 came first, then SP016 refused cp 3 itself
+    (dict(model="8B", gpu="H100-80GB", gpus=8, cp_size=3, seq_len=65536), "SP016", dict(cp_size=2)),
+])
+def test_the_first_refusal_is_the_one_whose_fix_ends_it(kw, first, fixed):
+    with pytest.raises(PinnedRuleError) as err:
+        _decide(**kw)
+    assert err.value.message.startswith(first), err.value.message
+    _decide(**{**kw, **fixed})  # following the hint plans
+
+
+def test_a_zero_vllm_gpus_is_refused_not_read_as_unset():
+    with pytest.raises(AdvisorError) as err:
+        _decide(model="qwen3-8b", trainer="grpo", gpus=8, gpu="H100-80GB", vllm="server", vllm_gpus=0)
+    assert err.value.exit_code == 2 and "--vllm-gpus" in err.value.message
+
+
+def test_unsloth_on_fsdp2_is_refused_with_what_runs():
+    with pytest.raises(AdvisorError) as err:
+        _decide(model="8B", gpu="H100-80GB", gpus=8, unsloth=True, backend="fsdp2")
+    assert err.value.exit_code == 2 and "--backend deepspeed" in err.value.hint
+
+
+def test_a_pinned_backend_that_is_the_cause_is_named():
+    with pytest.raises(NoFeasiblePlanError) as err:
+        _decide(model="70B", gpu="H100-80GB", gpus=8, method="full", backend="ddp")
+    assert err.value.hint.startswith("another backend (without --backend ddp) makes one: "), err.value.hint
+    assert "full" in err.value.hint
+
+
+def test_host_ram_as_the_limit_is_named_and_fewer_gpus_suggested(tmp_path):
+    data = json.loads((HARDWARE / "h100_sxm_x8_nvlink.json").read_text())
+    data["host"]["ram_total_bytes"], data["host"]["ram_available_bytes"] = 32 << 30, 31 << 30
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(NoFeasiblePlanError) as err:
+        _decide(model="8B", hardware=str(path))
+    assert "host RAM is the limit" in err.value.message
+    gpus = int(re.match(r"--gpus (\d+) ", err.value.hint).group(1))
+    _decide(model="8B", hardware=str(path), gpus=gpus)  # following the hint plans

@@ -141,6 +141,16 @@ def test_nothing_feasible_is_exit_1_with_a_hint():
     assert err.value.exit_code == 1 and err.value.hint
 
 
+def test_consumer_cards_alone_are_not_told_to_allow_more_gpus():
+    # consumer cards are planned on one node: --max-gpus 4096 --max-nodes 64 gave the same refusal
+    with pytest.raises(NoFeasiblePlanError) as err:
+        recommend(Request(model="405B", method="full"), tokens=10**6, gpu_types=["RTX-4090"], max_gpus=64)
+    assert "--max-gpus" not in err.value.hint and "--gpu-types" in err.value.hint
+    with pytest.raises(NoFeasiblePlanError) as err:
+        recommend(Request(model="405B", method="full"), tokens=10**6, gpu_types=["T4"], max_gpus=1)
+    assert "--max-gpus" in err.value.hint  # a data-centre card: more of them can help
+
+
 @pytest.mark.parametrize("req, kw, problem", [
     (Request(model="8B", gpu="H100"), {"tokens": 10}, "drop --gpu"),
     (Request(model="8B", gpus=8), {"tokens": 10}, "drop --gpus"),

@@ -180,7 +180,9 @@ def test_writing_asks_before_replacing_a_bundle_and_never_touches_other_folders(
     assert seen[("theirs", None)] != "ConfirmScreen"
     assert "theirs already exists and is not empty" in seen[("theirs", None, "text")]  # the core's refusal
     assert (tmp_path / "theirs" / "notes.txt").read_text() == "mine"
-    assert (tmp_path / "ours" / "train.py").read_text() != "# edited by hand\n"  # replaced after "y" only
+    # after "y" the core still refuses to replace a file edited by hand (write.edited_files): the edit stays
+    assert (tmp_path / "ours" / "train.py").read_text() == "# edited by hand\n"
+    assert "not as trl-advisor wrote it" in seen[("ours", "y", "text")]
 
 
 def test_a_no_answer_keeps_the_bundle(tmp_path, monkeypatch):

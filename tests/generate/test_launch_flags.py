@@ -1,0 +1,47 @@
+"""check --bundle reads what launch.sh tells accelerate: `--num_processes 4` on the accelerate launch line overrides
+accelerate.yaml's 8 (accelerate's command-line flags win over its config file), and the report's last line counts
+every finding the exit code counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.bundle.generate import generate
+from advisor.check import check_bundle, render_bundle_check
+from advisor.core.request import Request
+
+LINE = "LAUNCH=(accelerate launch --config_file accelerate.yaml)"
+
+
+@pytest.mark.parametrize("flag", ["--num_processes 4", "--num_processes=4", "--num-processes 4"])
+def test_a_launch_flag_overrides_the_yaml(tmp_path, flag):
+    out = tmp_path / "b"
+    generate(Request(model="8B", gpu="H100-80GB", gpus=8), out=str(out))
+    text = (out / "launch.sh").read_text()
+    assert LINE in text
+    (out / "launch.sh").write_text(text.replace(LINE, LINE[:-1] + f" {flag})"))
+    report = check_bundle(str(out))
+    assert report.plan.num_processes == 4
+    failed = {f.id for f in report.findings if f.failed}
+    assert {"MEM001", "PLAN001"} <= failed, failed  # half the ranks: FSDP2's shards double and no longer fit
+    text = render_bundle_check(report)
+    assert "launch.sh's --num_processes" in text
+    assert text.rstrip().splitlines()[-1].startswith(f"in all: {report.counts()['error']} error(s)")
+
+
+@pytest.mark.parametrize("backend, file, old, new, key", [
+    ("deepspeed", "ds_config.json", '"reduce_bucket_size": "auto"', '"reduce_bucket_size": 5000000000',
+     "zero_optimization.reduce_bucket_size"),
+    ("fsdp2", "accelerate.yaml", "fsdp_reshard_after_forward: true", "fsdp_reshard_after_forward: false",
+     "fsdp_config.fsdp_reshard_after_forward"),
+])
+def test_a_memory_knob_the_estimate_does_not_read_is_said(tmp_path, backend, file, old, new, key):
+    out = tmp_path / "b"
+    generate(Request(model="8B", gpu="H100-80GB", gpus=8, backend=backend, zero=3 if backend == "deepspeed" else None),
+             out=str(out))
+    assert not [a for a in check_bundle(str(out)).assumptions if "memory estimate is for" in a]  # as written
+    text = (out / file).read_text()
+    assert old in text
+    (out / file).write_text(text.replace(old, new))
+    said = [a for a in check_bundle(str(out)).assumptions if "memory estimate is for" in a]
+    assert len(said) == 1 and key in said[0]
