@@ -4,7 +4,6 @@ a staging folder, the other jobs on the GPUs, and no hardware report that claims
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,6 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
     return code, error, hint
 
 
-def _report(tmp_path, edit) -> str:
-    data = json.loads((FIXTURES / "h100_sxm_x8_nvlink.json").read_text())
-    edit(data)
-    path = tmp_path / "hw.json"
-    path.write_text(json.dumps(data))
-    return str(path)
 
 
 @pytest.mark.parametrize("command", [["estimate", "--model", "7B"], ["generate", "--model", "7B"],
@@ -62,22 +55,22 @@ def test_a_folder_that_cannot_be_made_is_named_as_given(capsys, tmp_path, where)
     assert code == 2 and ".tla-" not in error and out.rsplit("/", 2)[-2] in error
 
 
-def test_memory_other_jobs_hold_is_named_when_nothing_fits(capsys, tmp_path):
+def test_memory_other_jobs_hold_is_named_when_nothing_fits(capsys, tmp_path, edited_report):
     def busy(data):
         for g in data["gpus"]:
             g["other_process_bytes"] = g["memory_used_bytes"] = g["memory_total_bytes"] - (2 << 30)
             g["memory_free_bytes"] = 2 << 30
 
-    code, error, hint = _run(capsys, "generate", "--model", "7B", "--hardware", _report(tmp_path, busy),
+    code, error, hint = _run(capsys, "generate", "--model", "7B", "--hardware", edited_report(busy),
                              "--out", str(tmp_path / "b"))
     assert code == 1 and "other processes hold" in error
     assert "nvidia-smi" in hint and "CUDA_VISIBLE_DEVICES" in hint
 
 
-def test_a_report_of_a_host_without_ram_is_refused(capsys, tmp_path):
+def test_a_report_of_a_host_without_ram_is_refused(capsys, tmp_path, edited_report):
     def no_ram(data):
         data["host"]["ram_total_bytes"] = 0
 
-    code, error, _ = _run(capsys, "generate", "--model", "7B", "--hardware", _report(tmp_path, no_ram),
+    code, error, _ = _run(capsys, "generate", "--model", "7B", "--hardware", edited_report(no_ram),
                           "--out", str(tmp_path / "b"))
     assert code == 2 and "ram_total_bytes" in error

@@ -18,12 +18,6 @@ def _errors(capsys) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith(("error: ", "hint: "))]
 
 
-def _report(tmp_path, edit) -> str:
-    data = json.loads((FIXTURES / "h100_sxm_x8_nvlink.json").read_text())
-    edit(data)
-    path = tmp_path / "hw.json"
-    path.write_text(json.dumps(data))
-    return str(path)
 
 
 @pytest.mark.parametrize("flags", [
@@ -47,11 +41,11 @@ def test_the_planner_offloads_to_nvme_at_zero3_only(tmp_path, capsys):
     assert (plan["backend"], plan["zero_stage"], plan["offload_device"]) == ("deepspeed", 3, "nvme")
 
 
-def test_mig_on_without_an_instance_is_no_gpu(tmp_path, capsys):
+def test_mig_on_without_an_instance_is_no_gpu(tmp_path, capsys, edited_report):
     def mig_on(d):
         for g in d["gpus"]:
             g["mig_mode"], g["mig_devices"] = True, []
-    hw = _report(tmp_path, mig_on)
+    hw = edited_report(mig_on)
     assert main(["estimate", "--model", "qwen2.5-0.5b", "--hardware", hw]) == 2
     err = _errors(capsys)
     assert "MIG" in err[0] and "no MIG instance" in err[0] and "mig" in err[1]
@@ -65,12 +59,12 @@ def test_more_gpus_than_the_report_lists_is_a_usage_error(capsys):
     assert json.loads(capsys.readouterr().out)["hardware"]["gpus_per_node"] == 4
 
 
-def test_a_report_that_mixes_gpus_is_planned_as_its_slowest(tmp_path, capsys):
+def test_a_report_that_mixes_gpus_is_planned_as_its_slowest(tmp_path, capsys, edited_report):
     a100 = json.loads((FIXTURES / "a100_40gb_x8.json").read_text())["gpus"][0]
 
     def mix(d):
         d["gpus"][-1] = {**a100, "index": 7}
-    hw = _report(tmp_path, mix)
+    hw = edited_report(mix)
     assert main(["estimate", "--model", "qwen2.5-0.5b", "--hardware", hw, "--json"]) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
