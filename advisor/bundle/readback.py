@@ -145,7 +145,9 @@ def apply_config_writes(tree, cfg: dict) -> dict:
                 key = call.args[0] if call.args else None
                 return [(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None,
                          Unresolved(ast.unparse(call)[:80]))]
-            pairs = [(kw.arg, literal(kw.value)) for kw in call.keywords]
+            pairs = []
+            for kw in call.keywords:  # `update(k=v)`, and `update(**{...})` key by key
+                pairs += [(kw.arg, literal(kw.value))] if kw.arg is not None else _dict_items(kw.value, literal)
             for arg in call.args:
                 pairs += _dict_items(arg, literal)
             return pairs

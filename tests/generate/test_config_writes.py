@@ -35,6 +35,7 @@ def _with(bundle_text, tmp_path, code: str, replace: tuple[str, str] | None = No
 
 @pytest.mark.parametrize("code", ["CONFIG['micro_batch'] = 16", "CONFIG.update(micro_batch=16)",
                                   "CONFIG.update({'micro_batch': 16})", "CONFIG |= {'micro_batch': 16}",
+                                  "CONFIG.update(**{'micro_batch': 16})",
                                   "CONFIG['micro_batch'] = 2 * 8"])
 def test_a_write_after_the_literal_is_what_is_checked(bundle_text, tmp_path, code):
     report = check_bundle(str(_with(bundle_text, tmp_path, code)))
