@@ -331,6 +331,9 @@ def _read_train_tree(files: BundleFiles, text: str, where: str) -> None:
         raise InputFileError(f"{where}: Python syntax error{at}: {exc.msg}",
                              hint="the file is read with ast (never run); fix the syntax") from exc
     constants = _module_constants(tree)
+    unread: list[str] = []
+    apply_config_writes(tree, {}, unread)
+    files.assumptions.extend(dict.fromkeys(unread))
     calls: set[str] = set()
     imports: list[tuple[str, str]] = []
     for node in ast.walk(tree):

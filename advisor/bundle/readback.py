@@ -112,7 +112,7 @@ def _with_later_writes(train_py: str, cfg: dict) -> dict:
     return apply_config_writes(tree, cfg)
 
 
-def apply_config_writes(tree, cfg: dict) -> dict:
+def apply_config_writes(tree, cfg: dict, unread: list[str] | None = None) -> dict:
     """CONFIG as the run sees it: the literal, then what the file writes into it afterwards. The generated train.py
     never writes CONFIG, so a write is the user's: `CONFIG["micro_batch"] = 16`, `CONFIG.update(micro_batch=16)`,
     `CONFIG.update({...})`, `CONFIG |= {...}`. At module level a literal value is applied in order; a write inside a
@@ -155,8 +155,10 @@ def apply_config_writes(tree, cfg: dict) -> dict:
 
     for node in ast.walk(tree):
         for key, value in writes(node):
-            if key is None:
-                continue  # a key it does not name: nothing to attach it to
+            if key is None:  # a key it does not name (`CONFIG.update(other)`): said, since it may change any
+                if unread is not None:
+                    unread.append(f"train.py: {ast.unparse(node)[:80]} writes CONFIG keys this does not read")
+                continue
             cfg[key] = value if id(node) in top else Unresolved(f"written in a function: {value!r}"[:80])
     return cfg
 

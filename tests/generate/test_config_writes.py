@@ -69,3 +69,9 @@ def test_config_spelled_as_a_dict_call_reads_as_the_literal(bundle_text, tmp_pat
     assert not [f.id for f in report.findings if f.failed and f.severity != "info"]
     (out / "train.py").write_text((out / "train.py").read_text().replace("micro_batch=8,", "micro_batch=4,"))
     assert "PLAN001" in {f.id for f in check_bundle(str(out)).findings if f.failed}
+
+
+def test_a_write_of_keys_it_cannot_name_is_said(bundle_text, tmp_path):
+    out = _with(bundle_text, tmp_path, "OTHER = {}\nCONFIG.update(OTHER)")
+    said = [a for a in check_bundle(str(out)).assumptions if "CONFIG.update(OTHER)" in a]
+    assert len(said) == 1 and "does not read" in said[0]
