@@ -10,7 +10,15 @@ from typing import Any
 
 from advisor import catalog, resolve
 from advisor.bundle import read as bundle
-from advisor.bundle.readback import REQUEST_TO_PLAN, Difference, PlanReading, flag_name, read_plan, same_value
+from advisor.bundle.readback import (
+    PLAN_JSON_WHERE,
+    REQUEST_TO_PLAN,
+    Difference,
+    PlanReading,
+    flag_name,
+    read_plan,
+    same_value,
+)
 from advisor.core.errors import AdvisorError, InputFileError
 from advisor.core.request import Request
 from advisor.core.target import Target, default_link
@@ -147,6 +155,7 @@ def read_bundle(path: str, *, hardware: str | None = None,
             reading = read_plan(files, target, {**flags, **more, **teacher_flags})
             more = {**more, **teacher_flags}
     _flags_applied(reading, {**flags, **more})
+    _gpu_difference(files, target, hardware, request, reading)
     plan = reading.plan
     memory, speed = _estimate(model, plan, target)
     versions, origin = _bundle_versions(files, target, plan)
@@ -242,6 +251,23 @@ def _flags_applied(reading: PlanReading, flags: dict[str, Any]) -> None:
 
 
 
+def _gpu_difference(files, target: Target, hardware: str | None, request: Request | None,
+                    reading: PlanReading) -> None:
+    """--gpu or --hardware beside --bundle names another GPU than the one plan.json was planned for: a difference
+    like a flag that overrides a plan field (PLAN003), since the plan's micro-batch, offload and predicted speed were
+    chosen for the planned GPU, and the report is for the other one."""
+    flag = "--hardware" if hardware else ("--gpu" if request is not None and request.gpu else None)
+    planned = bundle.hardware_hint(files).get("gpu")
+    if flag is None or not planned:
+        return
+    try:
+        planned_id = catalog.resolve_gpu(str(planned)).id
+    except AdvisorError:
+        planned_id = str(planned)
+    if planned_id != target.gpu.id:
+        reading.vs_flags.append(Difference("gpu", target.gpu.id, flag, planned_id, PLAN_JSON_WHERE))
+
+
 def _derived_overrides(request: Request | None, plan, flags: dict[str, Any]) -> dict[str, Any]:
     """Plan fields a flag changes through arithmetic: --gpus/--nodes set the training processes, --global-batch the
     gradient accumulation (it must divide exactly, as `generate` requires)."""
@@ -276,6 +302,11 @@ def difference_findings(reading: PlanReading) -> list[Finding]:
             elif key == "vs_config":
                 message = (f"{d.field} is {d.value!r} in {d.where} (what runs), train.py CONFIG says {d.other!r}")
                 fix = f"make CONFIG[{d.field!r}] in train.py say what runs, or change {d.where}"
+            elif d.field == "gpu":
+                message = (f"{d.where} checks the files on {d.value}; plan.json planned them for {d.other}: the "
+                           "micro-batch, offload and predicted speed were chosen for that GPU")
+                fix = (f"to plan for {d.value}, run trl-advisor generate again with --gpu {d.value}; drop {d.where} "
+                       "to check the files on the GPU they were planned for")
             else:
                 message = f"{d.where} {d.value!r} overrides {d.other!r} from {d.other_where}"
                 fix = f"edit {d.other_where} to match, or drop {d.where}"

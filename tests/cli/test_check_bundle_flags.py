@@ -79,3 +79,25 @@ def test_explain_knows_every_id_check_bundle_reports(capsys, finding_id):
     assert main(["explain", finding_id.lower()]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{finding_id} {names[finding_id]} (") and "Fix" in out and "check --bundle" in out
+
+
+@pytest.mark.parametrize(("flags", "checked"), [
+    (["--gpu", "A100-40GB"], "A100-40GB"),
+    (["--hardware", "tests/fixtures/hardware/h200_x1.json"], "H200"),
+])
+def test_another_gpu_than_the_planned_one_is_reported_as_an_override(bundles, capsys, flags, checked):
+    """--gpu / --hardware name the GPU the files are checked on; when plan.json planned them for another one, the
+    report says so (PLAN003), as for a flag that overrides a plan field: the plan was chosen for the planned GPU."""
+    capsys.readouterr()
+    assert main(["check", "--bundle", bundles["sft"], *flags, "--json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    gpu = [f for f in doc["findings"] if f["id"] == "PLAN003" and f["reads"]["field"] == "gpu"]
+    assert len(gpu) == 1 and gpu[0]["reads"]["value"] == checked and gpu[0]["reads"]["other"] == "H100-80GB"
+    assert flags[0] in gpu[0]["message"] and f"--gpu {checked}" in gpu[0]["fix"]
+
+
+def test_the_planned_gpu_named_again_is_no_override(bundles, capsys):
+    capsys.readouterr()
+    assert main(["check", "--bundle", bundles["sft"], "--gpu", "h100", "--json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    assert not [f for f in doc["findings"] if f["id"] == "PLAN003"]
