@@ -47,6 +47,13 @@ from advisor.model.gkd import ON_POLICY_SHARE as GKD_ON_POLICY_SHARE
 from advisor.model.speed import estimate_speed, host_bound_share
 from bench import baselines as B
 
+
+def measured_model(model_id: str) -> ModelSpec:
+    """The model a benchmark row or a `verify --random-init` record ran: the catalogue's row as the random checkpoint
+    builds it, the text decoder alone (ModelSpec.decoder_only: no image-text model's vision tower)."""
+    return resolve_model(model_id).decoder_only()
+
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = ("bench/results/h200-2026-11-29-part1.jsonl", "bench/results/h200x2-2026-11-29-part2.jsonl",
            "bench/results/h200-2026-12-01-part1.jsonl", "bench/results/h200-2026-12-01-part3.jsonl",
@@ -511,7 +518,7 @@ def evaluate(runs: list[Run]) -> list[Evaluated]:
         key = (k["model"], k.get("layers"))
         model = models.get(key)
         if model is None:
-            model = resolve_model(k["model"])
+            model = measured_model(k["model"])
             if k.get("layers"):
                 model = model.with_(layers=int(k["layers"]))  # a reduced-depth row: predicted at its own depth
             models[key] = model
@@ -566,7 +573,7 @@ def load_verify_1201(paths: tuple[str, ...] = VERIFY_1201, root: Path = REPO) ->
         v = rec["verify"]
         m = v["measured"]
         plan = plan_of(v)
-        model = resolve_model(rec["model"])
+        model = measured_model(rec["model"])
         target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
         steps = [x for r in every[key] if plan_of(r["verify"]) == plan
                  and (x := record_step_seconds(r, plan, model, target)) is not None]
@@ -893,7 +900,7 @@ def verify_runs(path: str = VERIFY, root: Path = REPO) -> list[dict[str, Any]]:
     for rec in _read_jsonl(root / path):
         plan = Plan(**{k: rec["plan"][k] for k in Plan.__dataclass_fields__ if k in rec["plan"]})
         target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
-        mem, spd = estimate_plan(resolve_model(rec["model"]), plan, target)
+        mem, spd = estimate_plan(measured_model(rec["model"]), plan, target)
         out.append({**rec, "predicted_now": {"per_gpu_peak_bytes": mem.per_gpu_peak_bytes, "fits": mem.fits,
                                              "tokens_per_second": spd.tokens_per_second}})
     return out
@@ -1256,7 +1263,7 @@ def checkpoint_profiles(rows_file: str | None = None, root: Path = REPO) -> list
         if not got:
             continue
         last = got[-1]
-        model = resolve_model(last["row"]["model"])
+        model = measured_model(last["row"]["model"])
         plan = plan_from_bench_row(last["row"])
         release = ((last.get("env") or {}).get("versions") or {}).get("transformers")
         target = Target(gpu=gpu, gpus_per_node=1, nodes=1, cpu_cores=record_cpu_cores(last),
@@ -1642,7 +1649,7 @@ def gkd_records(paths: tuple[str, ...] = VERIFY_1201 + VERIFY_LATER, root: Path 
                     or not m.get("tokens_per_second"):
                 continue
             plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
-            model = resolve_model(rec["model"])
+            model = measured_model(rec["model"])
             target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
             quick = v.get("quick") or {}
             ga = int(quick.get("grad_accum") or plan.grad_accum) if quick.get("quick") else plan.grad_accum
@@ -1732,7 +1739,7 @@ def later_host_scaled(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO) 
             plan, median_host = record_speed(v["plan"], rec["model"], rec["gpu"], rel, rec["case"])
             _, own_host = record_speed(v["plan"], rec["model"], rec["gpu"], rel, rec["case"], host_op_seconds=op)
             target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
-            step = record_step_seconds(rec, plan, resolve_model(rec["model"]), target)
+            step = record_step_seconds(rec, plan, measured_model(rec["model"]), target)
             out.append({"case": rec["case"], "gpu": rec["gpu"], "file": rel, "op_us": op * 1e6,
                         "spread_pct": m.get("step_seconds_spread_pct"),
                         "err_median_host": median_host.step_seconds / step - 1,
@@ -1867,7 +1874,7 @@ def later_verify_hosts(paths: tuple[str, ...] = VERIFY_LATER, root: Path = REPO)
                 if (v.get("plan") or {}).get("trainer") == "gkd":  # at the average share of on-policy draws
                     plan = Plan(**{k: v["plan"][k] for k in Plan.__dataclass_fields__ if k in v["plan"]})
                     target = Target(gpu=resolve_gpu(rec["gpu"]), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes)
-                    median = record_step_seconds(rec, plan, resolve_model(rec["model"]), target) or median
+                    median = record_step_seconds(rec, plan, measured_model(rec["model"]), target) or median
                 d["records"].append({"file": rel, "op_us": op * 1e6, "median": median,
                                      "spread_pct": times.get("spread_pct"), "plan": v.get("plan"),
                                      "model": rec.get("model"), "gpu": rec.get("gpu"), "case": rec["case"]})
@@ -1960,7 +1967,7 @@ def record_speed(plan_doc: dict, model_id: str, gpu: str, rel: str, case: str, h
     target = Target(gpu=resolve_gpu(gpu), gpus_per_node=plan.gpus_per_node, nodes=plan.nodes,
                     host_op_seconds=host_op_seconds)
     with fixed_length_batches() if (rel, case) in FIXED_LENGTH_VERIFY else contextlib.nullcontext():
-        _, spd = estimate_plan(resolve_model(model_id), plan, target)
+        _, spd = estimate_plan(measured_model(model_id), plan, target)
     return plan, spd
 
 
@@ -2790,7 +2797,7 @@ def _zero_step_section(w) -> None:
         now = ""
         if row is not None:
             plan = plan_from_bench_row(row)
-            d = MD.dims(resolve_model(row["model"]))
+            d = MD.dims(measured_model(row["model"]))
             now = f"{S.zero_step_gpu_seconds(d, plan, Target(gpu=gpu, gpus_per_node=1, nodes=1)) * 1e3:.1f}"
         w(f"| {r['name']} | {r['stage']} | {r['params'] / 1e9:.2f} | {r['tensors']} | {r['step_gpu_s'] * 1e3:.1f} | "
           f"{now} | {r['host_gap_s'] * 1e3:.1f} | {r['added_step_s'] * 1e3:.1f} |")
@@ -3172,7 +3179,7 @@ def _padded_profile_text(root: Path) -> str:
                         grad_accum=1, grad_ckpt=False, liger=False, attn="sdpa", packing=False, sp_size=1,
                         cp_size=1, num_processes=1, nodes=1, gpus_per_node=1, num_generations=8,
                         max_completion_len=256)
-            counted = S.decode_padding_kernels(MD.dims(resolve_model(model)), plan, target)
+            counted = S.decode_padding_kernels(MD.dims(measured_model(model)), plan, target)
             parts.append(f"{model} x {batch}: {plain['kernels_per_decode_step']:g} -> "
                          f"{r['kernels_per_decode_step']:g} kernels "
                          f"(+{r['kernels_per_decode_step'] - plain['kernels_per_decode_step']:g}; term: +{counted}), "

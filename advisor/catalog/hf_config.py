@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.core.errors import InputFileError
-from advisor.core.specs import QUANT_METHOD_RE, ModelSpec, SpecError
+from advisor.core.specs import CAUSAL_LM_LOADS_VISION_TOWER, QUANT_METHOD_RE, ModelSpec, SpecError
 
 # Key names, in the order they are tried (GPT-2 / GPT-NeoX / Falcon spellings after the Llama ones).
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -231,6 +231,49 @@ def _attention(t: Mapping[str, Any], inner_type: str, max_positions: int, source
     return "full", None
 
 
+_SIGLIP_DEFAULTS: dict[str, Any] = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                    "num_channels": 3, "image_size": 224, "patch_size": 16}
+"""SiglipVisionConfig's defaults (transformers 5.25 models/siglip/configuration_siglip.py), for the keys a Gemma 3
+config.json leaves out (vision_use_head defaults to true there)."""
+
+
+def _vision_params(cfg: Mapping[str, Any], top_type: str, text_hidden: int, source: str) -> int:
+    """Parameters of the vision tower and projector AutoModelForCausalLM loads with an image-text model_type
+    (ModelSpec.vision_params), counted from `vision_config` as transformers builds them: a SigLIP ViT (patch
+    embedding Conv2d with bias, a position embedding per patch, per layer q/k/v/o and fc1/fc2 with biases and two
+    LayerNorms, the post-LayerNorm, the attention-pooling head when vision_use_head) and Gemma 3's projector
+    (mm_input_projection_weight [vision hidden, text hidden] and its RMSNorm). Checked against
+    Gemma3ForConditionalGeneration on the meta device (tests/catalog/test_vision_params.py). 0 for a text-only
+    model_type, and for a tower of another kind (Gemma 3n's MobileNet, audio towers): not modelled."""
+    if top_type not in CAUSAL_LM_LOADS_VISION_TOWER:
+        return 0
+    vision = cfg.get("vision_config")
+    if vision is None:
+        vision = {}  # Gemma3Config builds SiglipVisionConfig() when the file has none
+    if not isinstance(vision, Mapping):
+        raise InputFileError(f"{source}: config.json key 'vision_config' is {_shown(vision)}, not a JSON object",
+                             hint=_CONFIG_KEYS_HINT)
+    if top_type != "gemma3" or str(vision.get("model_type") or "siglip_vision_model") != "siglip_vision_model":
+        return 0
+    v = {**_SIGLIP_DEFAULTS, **{k: val for k, val in vision.items() if val is not None}}
+    h = _int(v, ("hidden_size",), source, hint=_WHOLE_NUMBER_HINT)
+    inner = _int(v, ("intermediate_size",), source, hint=_WHOLE_NUMBER_HINT)
+    layers = _int(v, ("num_hidden_layers",), source, hint=_WHOLE_NUMBER_HINT)
+    channels = _int(v, ("num_channels",), source, hint=_WHOLE_NUMBER_HINT)
+    # one number each: SiglipVisionEmbeddings computes (image_size // patch_size) ** 2 and fails on a pair
+    image = _int(v, ("image_size",), source, hint=_WHOLE_NUMBER_HINT)
+    patch = _int(v, ("patch_size",), source, hint=_WHOLE_NUMBER_HINT)
+    patches = (image // patch) ** 2
+    layer = 4 * (h * h + h) + 2 * 2 * h + (h * inner + inner) + (inner * h + h)
+    tower = (channels * patch * patch * h + h) + patches * h + layers * layer + 2 * h
+    if _flag(vision, "vision_use_head", source, default=True):
+        # SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention (in_proj 3h x h + 3h, out_proj), the
+        # LayerNorm and an MLP
+        tower += h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * inner + inner) + (inner * h + h)
+    projector = h * text_hidden + h
+    return tower + projector
+
+
 def spec_from_config(
     cfg: Mapping[str, Any], *, source: str, id: str | None = None, hf_id: str | None = None
 ) -> ModelSpec:
@@ -303,6 +346,7 @@ def spec_from_config(
     attention, window = _attention(t, inner_type, max_positions, source)
     remote_code = _remote_code(cfg, source)
     quant_method = _quant_method(cfg, t, source)
+    vision_params = _vision_params(cfg, top_type, hidden, source)
 
     name = hf_id or id or str(cfg.get("_name_or_path") or "") or top_type or "model"
     try:
@@ -335,6 +379,7 @@ def spec_from_config(
             source=source,
             remote_code=remote_code,
             quant_method=quant_method,
+            vision_params=vision_params,
         )
     except SpecError as exc:
         where = "config" if exc.field == "(row)" else exc.field

@@ -144,6 +144,13 @@ class ModelSpec(_Row):
     (quantizers/auto.py AUTO_QUANTIZER_MAPPING: gptq, awq, fp8, bitsandbytes_4bit ...); None for 16/32-bit weights.
     The memory model does not know these formats: it counts the weights as for the unquantized checkpoint (rules
     PEFT009 / PEFT010 say so, and which plans can train on them)."""
+    vision_params: int = 0
+    """Parameters AutoModelForCausalLM loads beside the text decoder (the vision tower and projector of an image-text
+    model_type, CAUSAL_LM_LOADS_VISION_TOWER): the bundle's train.py freezes them (freeze_vision_tower), so they are
+    weights on the GPU and in the reference copy, never gradients or optimizer states. Not in `params`, which is the
+    decoder the speed model runs (a text batch never enters the tower). Gemma 3 4B-27B: SigLIP so400m at 896 px,
+    416,866,032, plus the projector (1152 x hidden + 1152), counted on the meta device with transformers 5.25's
+    Gemma3ForConditionalGeneration."""
 
     def __post_init__(self) -> None:
         for name in ("id", "hf_id", "model_type", "source"):
@@ -151,7 +158,7 @@ class ModelSpec(_Row):
         for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_positions"):
             _int(self, name, above=0)
         for name in ("intermediate", "num_experts", "experts_per_token", "moe_intermediate",
-                     "shared_expert_intermediate"):
+                     "shared_expert_intermediate", "vision_params"):
             _int(self, name, low=0)
         _int(self, "norms_per_layer", low=1)
         _int(self, "sliding_window", above=0, optional=True)
@@ -170,6 +177,9 @@ class ModelSpec(_Row):
             raise SpecError("model_type", f"expected a transformers model_type such as qwen2, got {self.model_type!r:.40}")
         if self.heads % self.kv_heads:
             raise SpecError("(row)", f"{self.id}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})")
+        if self.vision_params and not self.loads_vision_tower:
+            raise SpecError("vision_params", f"{self.id}: AutoModelForCausalLM loads no vision tower for model_type "
+                                             f"{self.model_type} (only {', '.join(sorted(CAUSAL_LM_LOADS_VISION_TOWER))})")
         if self.num_experts and not (self.experts_per_token and self.moe_intermediate):
             raise SpecError("(row)", f"{self.id}: MoE rows need experts_per_token and moe_intermediate")
         if not self.source.startswith(("https://", "http://", "file://", "local:")):
@@ -186,6 +196,16 @@ class ModelSpec(_Row):
         5.25 models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES: gemma3 -> Gemma3ForConditionalGeneration),
         while the catalogue row describes the text decoder the estimate counts."""
         return self.model_type in CAUSAL_LM_LOADS_VISION_TOWER
+
+    @property
+    def loaded_params(self) -> int:
+        """Every parameter from_pretrained loads: the decoder and, for an image-text model_type, its vision tower."""
+        return self.params + self.vision_params
+
+    def decoder_only(self) -> ModelSpec:
+        """The model `train.py --random-init` builds: the text decoder alone (RANDOM_INIT_MODEL_TYPE in
+        advisor/bundle/render.py), so no vision tower; what verify --random-init and the benchmark rows measured."""
+        return self if not self.vision_params else self.with_(vision_params=0)
 
     def attention_params_per_layer(self) -> int:
         q = self.hidden * self.heads * self.head_dim

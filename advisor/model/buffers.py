@@ -119,7 +119,8 @@ def reference_model_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
         copy = plan.ref_model in ("copy", "bema") and plan.method == "full"
     if not copy:
         return 0
-    params = plan.teacher_params if plan.trainer == "gkd" and plan.teacher_params else d.P
+    # the policy's copy loads the same class, its vision tower included (ModelSpec.vision_params)
+    params = plan.teacher_params if plan.trainer == "gkd" and plan.teacher_params else d.P + d.vision
     n = shard_count(plan)
     if plan.backend == "deepspeed":
         b = params * pr.work

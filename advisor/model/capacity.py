@@ -7,7 +7,7 @@ from advisor.core.plan import Plan
 from advisor.core.target import Target
 from advisor.model import calibration
 from advisor.model.dims import Dims, Precision
-from advisor.model.states import frozen_base_bytes, shard_count, trainable_params
+from advisor.model.states import frozen_base_bytes, shard_count, trainable_params, vision_tower_bytes
 from advisor.model.units import FP32, HALF, KERNEL_GRAIN
 
 
@@ -49,22 +49,23 @@ def host_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
     procs = processes_per_node(plan)
     n = shard_count(plan)
     base = calibration.HOST_PROCESS_BYTES * procs
+    loaded = d.P + d.vision  # from_pretrained reads the vision tower too (ModelSpec.vision_params)
     if plan.backend == "single":
         load = 0
     elif plan.backend == "fsdp2":
-        load = d.P * pr.load
+        load = loaded * pr.load
     elif plan.backend == "deepspeed" and plan.zero_stage == 3:
         load = procs * d.largest_module * pr.load
     else:
-        load = procs * d.P * pr.load
+        load = procs * loaded * pr.load
     ptr = trainable_params(d, plan)
     steady = pinned = 0
     if plan.backend == "deepspeed" and plan.offload != "none":
         parts = n if plan.zero_stage >= 1 else 1
         params16 = 0
         if plan.offload == "all" and plan.zero_stage == 3:
-            total16 = (frozen_base_bytes(d, plan, pr.work) + ptr * pr.adapter) if plan.method != "full" \
-                else d.P * pr.work
+            total16 = ((frozen_base_bytes(d, plan, pr.work) + ptr * pr.adapter) if plan.method != "full"
+                       else d.P * pr.work) + vision_tower_bytes(d, pr.work)
             params16 = total16 // n
         if plan.offload_device == "nvme":
             steady = procs * (4 * int(1e8) * FP32 + (5 * int(1e8) * HALF if params16 else 0))
@@ -75,11 +76,11 @@ def host_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
     elif plan.backend == "fsdp2" and plan.offload != "none":
         adapter = plan.method != "full"
         sb = pr.adapter if adapter else pr.trained
-        w = (frozen_base_bytes(d, plan, pr.load) if adapter else 0) + ptr * sb
+        w = (frozen_base_bytes(d, plan, pr.load) if adapter else 0) + vision_tower_bytes(d, pr.load) + ptr * sb
         steady = procs * (w + ptr * sb + 2 * ptr * sb) // n
         pinned = procs * (w + ptr * sb) // n
     if plan.ref_model == "bema":
         # trl BEMACallback (device "cpu"): a running copy of the model built in the default dtype (fp32) from its
         # config, plus θ0 and the EMA of every trained parameter in its own dtype, per process, for the whole run
-        steady += procs * (d.P * FP32 + 2 * trainable_params(d, plan) * pr.trained)
+        steady += procs * ((d.P + d.vision) * FP32 + 2 * trainable_params(d, plan) * pr.trained)
     return base + max(load, steady), pinned

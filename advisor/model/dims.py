@@ -14,7 +14,7 @@ from advisor.model.units import DS_PERSISTENCE_FACTOR, FP32, HALF
 class Dims:
     """Architecture numbers the terms read, cached per ModelSpec instance."""
 
-    __slots__ = ("model", "P", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
+    __slots__ = ("model", "P", "vision", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
                  "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "tensors",
                  "param_modules", "persistent_modules", "linears_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
@@ -24,6 +24,7 @@ class Dims:
     def __init__(self, m: ModelSpec) -> None:
         self.model = m
         self.P = m.params
+        self.vision = m.vision_params  # loaded and frozen beside the decoder (ModelSpec.vision_params)
         self.L = m.layers
         self.h = m.hidden
         self.I = m.intermediate

@@ -55,7 +55,9 @@ def result_dict(req: Request | None, model: ModelSpec, target: Target, plan: Pla
         "request": request_dict(req, model, plan, target),
         "model": {"id": model.id, "hf_id": model.hf_id, "params": model.params, "trainable_params": trainable,
                   "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
-                  "vocab": model.vocab, "intermediate": model.intermediate, "head_dim": model.head_dim},
+                  "vocab": model.vocab, "intermediate": model.intermediate, "head_dim": model.head_dim,
+                  # frozen, loaded beside the decoder (an image-text model's vision tower; not in params)
+                  "vision_params": model.vision_params},
         "hardware": {"gpu": target.gpu.id, "gpus_per_node": target.gpus_per_node, "nodes": target.nodes,
                      "gpu_memory_bytes": target.gpu_memory_bytes, "intra_node_link": target.intra_node_link,
                      "origin": target.origin},

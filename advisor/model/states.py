@@ -30,6 +30,14 @@ def frozen_base_bytes(d: Dims, plan: Plan, base_bytes: int) -> int:
     return 0
 
 
+def vision_tower_bytes(d: Dims, dtype_bytes: int) -> int:
+    """The frozen vision tower and projector an image-text model_type loads beside its decoder (ModelSpec.
+    vision_params), whole, in the dtype of the decoder's frozen weights. QLoRA counts them unquantized too:
+    bitsandbytes may quantize the tower's Linear layers (integrations/bitsandbytes.py replaces every nn.Linear it does
+    not skip), which makes them smaller, never larger (at most 0.6 GB over for Gemma 3's 0.42B)."""
+    return d.vision * dtype_bytes
+
+
 def shard_count(plan: Plan) -> int:
     """Ranks a ZeRO / FSDP2 shard is split over: every training process (DeepSpeed ALST and FSDP2+CP shard over the
     sequence-parallel ranks too)."""
@@ -50,11 +58,11 @@ def weight_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     if plan.backend == "deepspeed":
         if plan.offload == "all" and plan.zero_stage == 3:
             return 0
-        base = frozen_base_bytes(d, plan, pr.work) if adapter else 0
+        base = (frozen_base_bytes(d, plan, pr.work) if adapter else 0) + vision_tower_bytes(d, pr.work)
         trained = ptr * (pr.adapter if adapter else pr.work)
         total = base + trained
         return total // n if plan.zero_stage == 3 else total
-    base = frozen_base_bytes(d, plan, pr.load) if adapter else 0
+    base = (frozen_base_bytes(d, plan, pr.load) if adapter else 0) + vision_tower_bytes(d, pr.load)
     trained = ptr * (pr.adapter if adapter else pr.trained)
     if plan.backend == "fsdp2":
         return 0 if plan.offload != "none" else (base + trained) // n

@@ -142,4 +142,4 @@ def resolve_teacher(req: Request, model: ModelSpec) -> tuple[str, int]:
         raise AdvisorError(f"--teacher {teacher.id} has a vocabulary of {teacher.vocab:,} tokens and the student "
                            f"{model.id} {model.vocab:,}: GKD compares the two distributions over one vocabulary",
                            hint=hint)
-    return teacher.hf_id, teacher.params
+    return teacher.hf_id, teacher.loaded_params  # what the teacher loads, a vision tower included

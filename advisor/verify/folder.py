@@ -120,16 +120,30 @@ def _uses_deepspeed(b: _Bundle) -> bool:
     return (b.doc.get("plan") or {}).get("backend") == "deepspeed"
 
 
-def _estimate_predictions(b: _Bundle) -> dict | None:
+def _estimate_predictions(b: _Bundle, *, random_init: bool = False) -> dict | None:
     """The estimate of the plan the files describe (None when there is none: the files could not be read back, or
-    the model cannot estimate that plan)."""
+    the model cannot estimate that plan). With --random-init, of the model that run builds: train.py's random
+    checkpoint is the text decoder alone (advisor/bundle/render.py RANDOM_INIT_MODEL_TYPE), so an image-text model's
+    frozen vision tower (ModelSpec.vision_params) is not on the GPU to be measured."""
     if b.ctx is None or b.ctx.memory is None or b.ctx.speed is None:
         return None
     mem, spd = b.ctx.memory, b.ctx.speed
+    source = "estimate of the files"
+    model = b.ctx.model
+    if random_init and model is not None and model.vision_params:
+        from advisor.model.estimate import estimate_plan
+
+        try:
+            mem, spd = estimate_plan(model.decoder_only(), b.ctx.plan, b.ctx.target)
+        except Exception:  # noqa: BLE001 - the files' own estimate stands
+            pass
+        else:
+            source = (f"estimate of the files for the text decoder --random-init builds (without the "
+                      f"{model.vision_params / 1e9:.2f}B-parameter vision tower the real model loads)")
     return {"per_gpu_peak_bytes": int(mem.per_gpu_peak_bytes), "per_gpu_reserved_bytes": int(mem.per_gpu_reserved_bytes),
             "tokens_per_second": float(spd.tokens_per_second), "step_seconds": float(spd.step_seconds),
             "fits": bool(mem.fits), "capacity_bytes": int(mem.capacity_bytes),
-            "host_bound_share": round(host_bound_share(b.ctx.plan, spd), 4), "source": "estimate of the files"}
+            "host_bound_share": round(host_bound_share(b.ctx.plan, spd), 4), "source": source}
 
 
 def _predictions(doc: dict) -> dict:

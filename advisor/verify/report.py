@@ -34,6 +34,8 @@ def markdown(out: VerifyOutcome) -> str:
               f"| peak allocated per GPU | {peak} | {_gib(p.get('per_gpu_peak_bytes'))} |",
               f"| tokens/s | {_fmt(m.get('tokens_per_second'))} | {_fmt(p.get('tokens_per_second'))} |",
               f"| step seconds | {_fmt(m.get('step_seconds'), 2)} | {_fmt(p.get('step_seconds'), 2)} |"]
+    if p.get("source") and p.get("source") != "estimate of the files":
+        lines += ["", f"Predicted by: the {_md(str(p['source']))}."]
     host = out.host or {}
     if host.get("tokens_per_second"):
         lines += ["", f"Host: its ops dispatch in {host['op_seconds'] * 1e6:.2f} us against the calibration hosts' "

@@ -142,7 +142,7 @@ def verify(bundle_dir: str | os.PathLike[str], *, steps: int | None = None, rand
     out = VerifyOutcome(bundle=str(b.path), dry_run=dry_run)
     out.planned = _predictions(b.doc)
     cpu = "--cpu" in extra_args
-    estimate = _estimate_predictions(b)
+    estimate = _estimate_predictions(b, random_init=random_init)
     out.predicted = estimate or {**out.planned, "source": "plan.json (the files could not be estimated)"}
     out.plan = b.plan.to_dict() if b.plan is not None else None
     out.differences = [d.to_dict() for d in b.reading.vs_plan_json] if b.reading is not None else []
