@@ -148,6 +148,15 @@ median host, bench.later_bundles.liger_launch_equivalents)."""
 LORA_KERNELS_PER_LINEAR = (4, 8)
 """Launch-equivalents PEFT lora.Linear adds per adapted Linear, forward and backward (input cast, dropout, A, B,
 scale, add, cast back); fitted with LAUNCH_SECONDS to the same measurements."""
+LORA_DECODE_KERNELS_PER_LINEAR = 8
+"""CUDA kernels PEFT lora.Linear adds per adapted Linear to a decode step of transformers' generate, the adapters
+unmerged and in train mode as TRL generates with them (dropout, A, B, scale, add, and the casts around them).
+Measured, not fitted: `python -m bench.decode_probe --lora both` on one H100 (transformers 5.17, PEFT 0.21;
+bench/results/decode-probe-h100-2026-12-07-lora.json): Llama-3.2-1B 775 -> 1,671 kernels per decode step (16 layers x
+7 Linears), Qwen3-0.6B 1,718 -> 3,286 (28 x 7), 8.0 per Linear in both at 16 and 64 sequences, and the step took
+12.4 -> 32.2 ms and 34.9 -> 62.6 ms at 16 sequences. The decode term counted LORA_KERNELS_PER_LINEAR's forward
+4 before, the training forward's fitted launch-equivalents, and a LoRA RLOO bundle ran 21.9 % slower than
+predicted (docs/accuracy.md, new-rloo-l1b-lora)."""
 CKPT_LAYER_SECONDS = 4.17e-3
 """CPU time torch.utils.checkpoint (non-reentrant, transformers' default) adds per checkpointed layer per micro-batch
 beyond the recomputed forward's launches (saved-tensor hooks, recompute graph); seeded at 3e-3 from the same spot
@@ -1191,11 +1200,7 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             step_gpu = max((weight_read + hf_kv * g) / bw, 2.0 * active * g / (peak * dense))
             if plan.trainer == "gkd" and plan.grad_ckpt:
                 step_gpu = max(step_gpu, uncached_decode_seconds(d, model, plan, target, pr, g, prompt + completion / 2))
-            lf, _ = LORA_KERNELS_PER_LINEAR
-            kernels = d.L * (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
-                             + (LIGER_DECODE_KERNELS_PER_LAYER if plan.liger else 0)
-                             + (lf * d.linears_per_layer if plan.method != "full" else 0)) + DECODE_KERNELS_PER_STEP
-            kernels += decode_padding_kernels(d, plan, target)
+            kernels = decode_step_kernels(d, plan, target)
             host = host_factor(target)
             per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS * host)
             if plan.backend == "fsdp2":
@@ -1216,6 +1221,16 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
         eff = gemm_efficiency(d.h, plan.micro_batch * plan.seq_len)
         scoring = (int(old) + int(ref)) * (mm_f + attn_f) / (peak * eff)
     return gen, scoring
+
+
+def decode_step_kernels(d: MD.Dims, plan: Plan, target: Target) -> float:
+    """Kernels (launch-equivalents for Liger's) one decode step of transformers' generate launches: each layer's,
+    with Liger's and the unmerged LoRA adapters' (LORA_DECODE_KERNELS_PER_LINEAR), the step's own, and a padded
+    batch's mask (decode_padding_kernels)."""
+    lora = LORA_DECODE_KERNELS_PER_LINEAR * d.linears_per_layer if plan.method != "full" else 0
+    per_layer = (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
+                 + (LIGER_DECODE_KERNELS_PER_LAYER if plan.liger else 0) + lora)
+    return d.L * per_layer + DECODE_KERNELS_PER_STEP + decode_padding_kernels(d, plan, target)
 
 
 def uncached_decode_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, pr: Precision, g: int,
