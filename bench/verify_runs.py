@@ -172,6 +172,22 @@ CASES: list[dict] = [
      "shows": "a Qwen2.5-1.5B LoRA SFT under ZeRO-3, the rest as planned"},
     {"name": "new-sft-phi3-full", "model": "phi-3-mini", "generate": ["--seq-len", "2048"], "verify": [],
      "shows": "a Phi-3-mini full SFT, as planned"},
+    # Second set of 2026-12-07: LoRA generation on another model than the LoRA RLOO's (the decode adapters' term),
+    # a LoRA GKD student, DPO under ZeRO-2, QLoRA KTO and a 3B SFT at 8k tokens; each the planner's own pick
+    {"name": "new-grpo-q3-0.6b-lora", "model": "qwen3-0.6b",
+     "generate": ["--trainer", "grpo", "--method", "lora", "--vllm", "none", "--seq-len", "512",
+                  "--max-completion-len", "128"],
+     "verify": ["--steps", "6"], "shows": "a Qwen3-0.6B LoRA GRPO with transformers' generate, as planned"},
+    {"name": "new-gkd-l1b-lora", "model": "llama-3.2-1b",
+     "generate": ["--trainer", "gkd", "--method", "lora", "--teacher", "llama-3.2-3b"], "verify": [],
+     "shows": "a Llama-3.2-1B LoRA GKD student of a Llama-3.2-3B teacher, as planned"},
+    {"name": "new-dpo-q3-1.7b-zero2", "model": "qwen3-1.7b",
+     "generate": ["--trainer", "dpo", "--backend", "deepspeed", "--zero", "2"], "verify": [],
+     "shows": "a Qwen3-1.7B full DPO under ZeRO-2, the rest as planned"},
+    {"name": "new-kto-q1.5b-qlora", "model": "qwen2.5-1.5b", "generate": ["--trainer", "kto", "--method", "qlora"],
+     "verify": [], "shows": "a Qwen2.5-1.5B QLoRA KTO, as planned"},
+    {"name": "new-sft-q3b-8k", "model": "qwen2.5-3b", "generate": ["--seq-len", "8192"], "verify": [],
+     "shows": "a Qwen2.5-3B full SFT at 8k tokens, as planned"},
 ]
 
 
