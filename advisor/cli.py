@@ -83,6 +83,9 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
     k.add_argument("--zero", type=_positive_int, help="DeepSpeed ZeRO stage 0-3")
     k.add_argument("--offload", help="none | optimizer | all")
     k.add_argument("--offload-device", help="cpu | nvme")
+    k.add_argument("--nvme-path", metavar="DIR",
+                   help="with --offload-device nvme: the local NVMe folder DeepSpeed swaps to (absolute; default "
+                        "/local_nvme)")
     k.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None, help="gradient checkpointing")
     k.add_argument("--liger", action=argparse.BooleanOptionalAction, default=None, help="Liger Kernel")
     k.add_argument("--attn", help="sdpa | flash_attention_2 | eager | <hub kernel id>")
@@ -107,7 +110,7 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
 
 
 REQUEST_FIELDS = ("model", "trainer", "method", "lora_r", "gpus", "nodes", "gpu", "hardware", "seq_len", "micro_batch",
-                  "grad_accum", "global_batch", "backend", "zero", "offload", "offload_device", "grad_ckpt", "liger",
+                  "grad_accum", "global_batch", "backend", "zero", "offload", "offload_device", "nvme_path", "grad_ckpt", "liger",
                   "attn", "precision", "packing", "sp_size", "cp_size", "unsloth", "num_generations",
                   "max_completion_len", "vllm", "vllm_gpus", "vllm_mem_fraction", "ref_model", "teacher",
                   "trust_remote_code", "tokens", "steps")

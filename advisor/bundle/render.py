@@ -521,7 +521,7 @@ def pad_reason(plan: Plan, pad: int | None) -> str:
            "longest row's"
 
 
-def ds_config(plan: Plan) -> dict:
+def ds_config(plan: Plan, nvme_path: str = NVME_PATH) -> dict:
     """DeepSpeed JSON: literal where the plan decided (stage, offload), "auto" where the HF integration fills it
     from TrainingArguments (a literal that disagrees with them raises in transformers' trainer_config_finalize)."""
     zero: dict = {
@@ -531,7 +531,7 @@ def ds_config(plan: Plan) -> dict:
         "reduce_bucket_size": "auto",
     }
     if plan.offload in ("optimizer", "all"):
-        zero["offload_optimizer"] = _offload_block(plan)
+        zero["offload_optimizer"] = _offload_block(plan, nvme_path)
     if plan.zero_stage == 3:
         zero.update({
             "stage3_prefetch_bucket_size": "auto",
@@ -541,7 +541,7 @@ def ds_config(plan: Plan) -> dict:
             "stage3_gather_16bit_weights_on_model_save": True,
         })
         if plan.offload == "all":
-            zero["offload_param"] = _offload_block(plan)
+            zero["offload_param"] = _offload_block(plan, nvme_path)
     return {
         "bf16": {"enabled": "auto"},
         "fp16": {"enabled": "auto"},
@@ -553,10 +553,16 @@ def ds_config(plan: Plan) -> dict:
     }
 
 
-def _offload_block(plan: Plan) -> dict:
+def _nvme_bytes(result: dict) -> int:
+    """The estimate's disk for NVMe swap files per node (memory.nvme_bytes), 0 when absent or not a count."""
+    value = (result.get("memory") or {}).get("nvme_bytes")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _offload_block(plan: Plan, nvme_path: str) -> dict:
     block: dict = {"device": plan.offload_device, "pin_memory": True}
     if plan.offload_device == "nvme":
-        block["nvme_path"] = NVME_PATH
+        block["nvme_path"] = nvme_path
     return block
 
 
@@ -1006,6 +1012,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
     dataset, dataset_why = DEFAULT_DATASETS[plan.trainer]
     out_dir = result.get("out") or default_out_dir(plan, model)
     recreate = recreate_command(plan, model, target, request)
+    nvme_path = request.nvme_path if request is not None and request.nvme_path else NVME_PATH
     pad = pad_to_multiple_of(plan)
     beta = trainer_beta(plan)
     pad_why = pad_reason(plan, pad)
@@ -1071,7 +1078,9 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "vllm_poll": VLLM_HEALTH_POLL_S,
         "stop_timeout": STOP_TIMEOUT_S,
         "main_process_port": MAIN_PROCESS_PORT,
-        "nvme_path": NVME_PATH,
+        "nvme_path": nvme_path,
+        "nvme": plan.uses_deepspeed and plan.offload != "none" and plan.offload_device == "nvme",
+        "nvme_need_kib": -(-_nvme_bytes(result) // 1024),
         "cpus_per_task": (target.cpu_cores if target.cpu_cores else CPUS_PER_GPU * plan.gpus_per_node),
         "result": result,
         "out_dir": out_dir,
@@ -1093,7 +1102,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
            if plan.trainer == "gkd" else {}),
     }
     if plan.uses_deepspeed:
-        files["ds_config.json"] = json.dumps(ds_config(plan), indent=2, sort_keys=True) + "\n"
+        files["ds_config.json"] = json.dumps(ds_config(plan, nvme_path), indent=2, sort_keys=True) + "\n"
     if plan.nodes > 1:
         files["slurm.sbatch"] = env.get_template("slurm.sbatch.j2").render(ctx)
     names = sorted([*files, "README.md", "plan.json"])
@@ -1108,7 +1117,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
                       "CONFIG": expected_config, "BF16": dtype["bf16"], "FP16": dtype["fp16"]},
                      (model.hf_id, recreate, plan.short(), target.describe())),
         "accelerate.yaml": accelerate_yaml_data(plan),
-        "ds_config.json": ds_config(plan) if plan.uses_deepspeed else None,
+        "ds_config.json": ds_config(plan, nvme_path) if plan.uses_deepspeed else None,
         "model_config.json": model_config_fields(model),
         "teacher_config.json": model_config_fields(teacher_spec(plan)) if plan.trainer == "gkd" else None,
         "plan.json": plan_json,

@@ -91,6 +91,8 @@ class Request:
     zero: int | None = None
     offload: str | None = None
     offload_device: str | None = None
+    nvme_path: str | None = None
+    """NVMe offload: the local folder DeepSpeed swaps to (ds_config.json nvme_path); an absolute path."""
     grad_ckpt: bool | None = None
     liger: bool | None = None
     attn: str | None = None

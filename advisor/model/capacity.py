@@ -84,3 +84,24 @@ def host_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
         # config, plus θ0 and the EMA of every trained parameter in its own dtype, per process, for the whole run
         steady += procs * ((d.P + d.vision) * FP32 + 2 * trainable_params(d, plan) * pr.trained)
     return base + max(load, steady), pinned
+
+
+NVME_SWAP_BYTES_PER_TRAINABLE = 16
+"""Bytes per trainable parameter DeepSpeed's ZeRO-3 NVMe optimizer offload keeps in its swap files: the fp32 master
+partition, Adam's two fp32 moments and the fp32 gradient partition (deepspeed/runtime/swap_tensor/optimizer_utils.py
+OptimizerStateSwapInfo: the parameter's state tensors and its gradient swap; 0.19.8)."""
+
+
+def nvme_swap_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Bytes the swap files take on one node's nvme_path: each rank's partition of the optimizer's
+    (NVME_SWAP_BYTES_PER_TRAINABLE) and, with offload "all", of the 16-bit parameters
+    (partitioned_param_swapper.py: one file per parameter partition). 0 unless DeepSpeed offloads to NVMe."""
+    if not (plan.backend == "deepspeed" and plan.offload != "none" and plan.offload_device == "nvme"):
+        return 0
+    n = shard_count(plan)
+    ptr = trainable_params(d, plan)
+    total16 = 0
+    if plan.offload == "all" and plan.zero_stage == 3:
+        total16 = ((frozen_base_bytes(d, plan, pr.work) + ptr * pr.adapter) if plan.method != "full"
+                   else d.P * pr.work) + vision_tower_bytes(d, pr.work)
+    return processes_per_node(plan) * (ptr * NVME_SWAP_BYTES_PER_TRAINABLE + total16) // n

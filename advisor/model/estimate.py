@@ -65,7 +65,7 @@ def result_dict(req: Request | None, model: ModelSpec, target: Target, plan: Pla
                    "per_gpu_reserved_bytes": mem.per_gpu_reserved_bytes,
                    "gpu_capacity_bytes": mem.capacity_bytes, "fits": mem.fits, "headroom_bytes": mem.headroom_bytes,
                    "breakdown_bytes": breakdown, "host_bytes": mem.host_bytes, "pinned_bytes": mem.pinned_bytes,
-                   "peak_phase": mem.phase, "detail_bytes": dict(mem.detail)},
+                   "nvme_bytes": mem.nvme_bytes, "peak_phase": mem.phase, "detail_bytes": dict(mem.detail)},
         "speed": {"step_seconds": spd.step_seconds, "tokens_per_second": spd.tokens_per_second, "mfu": spd.mfu,
                   "amortized_seconds_per_step": spd.amortized_seconds,
                   "effective_tokens_per_second": spd.effective_tokens_per_second,

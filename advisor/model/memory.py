@@ -48,7 +48,7 @@ from advisor.model.buffers import (
     zero3_live_param_bytes,
     zero_bucket_bytes,
 )
-from advisor.model.capacity import capacity_bytes, host_bytes, reserved_bytes
+from advisor.model.capacity import capacity_bytes, host_bytes, nvme_swap_bytes, reserved_bytes
 from advisor.model.dims import Precision, dims
 from advisor.model.generation import (
     decode_logits_bytes,
@@ -94,6 +94,8 @@ class MemoryEstimate:
     """CPU RAM per node: offloaded states, per-process baseline, model loading."""
     pinned_bytes: int
     """Page-locked part of host_bytes per node (offload buffers): bounded by `ulimit -l`."""
+    nvme_bytes: int = 0
+    """Disk the NVMe offload's swap files take on each node's nvme_path (0 without NVMe offload)."""
     phase: str = "train"
     """Which phase holds the peak: train | late-backward | step | generation | scoring."""
     detail: dict[str, int] = field(default_factory=dict)
@@ -227,7 +229,8 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
         weights=parts["weights"], gradients=parts["gradients"], optimizer=parts["optimizer"],
         activations=parts["activations"], logits=parts["logits"], other=parts["other"],
         per_gpu_peak_bytes=peak, per_gpu_reserved_bytes=reserved, capacity_bytes=cap, fits=headroom >= 0,
-        headroom_bytes=headroom, host_bytes=host, pinned_bytes=pinned, phase=name, detail=detail,
+        headroom_bytes=headroom, host_bytes=host, pinned_bytes=pinned, nvme_bytes=nvme_swap_bytes(d, plan, pr),
+        phase=name, detail=detail,
     )
 
 

@@ -34,6 +34,26 @@ def check_attn(attn: str | None) -> None:
                             "kernels-community/flash-attn2")
 
 
+NVME_PATH_MAX = 4096
+"""PATH_MAX of Linux (limits.h): a longer path cannot be opened."""
+
+
+def check_nvme_path(req: Request) -> None:
+    """--nvme-path: an absolute folder path, one printable line, for NVMe offload only. It is written into
+    ds_config.json (JSON-encoded) and launch.sh (shell-quoted); DeepSpeed joins its swap folders onto it
+    (os.path.join), which a relative path would put under wherever the run starts."""
+    path = req.nvme_path
+    if path is None:
+        return
+    check_text("--nvme-path", path)
+    if req.offload_device != "nvme":
+        raise AdvisorError("--nvme-path is the folder DeepSpeed swaps to when it offloads to NVMe",
+                           hint="add --offload-device nvme (with --offload optimizer or all), or drop --nvme-path")
+    if not path.startswith("/") or len(path) > NVME_PATH_MAX:
+        raise AdvisorError("--nvme-path must be an absolute path (starting with /) of at most 4096 characters",
+                           hint="for example --nvme-path /local_nvme/$USER")
+
+
 def check_request(req: Request, *, applicable: bool = True) -> None:
     """Values that are wrong whatever the hardware: one-line errors with the valid range as the hint.
     `applicable=False` skips the check that each pin means something for the trainer (the rules' own tests build
@@ -76,6 +96,7 @@ def check_request(req: Request, *, applicable: bool = True) -> None:
         raise AdvisorError("--tokens and --steps both size the job: give one",
                            hint="--tokens counts trained tokens; --steps counts optimizer steps")
     check_text("--teacher", req.teacher)
+    check_nvme_path(req)
     if applicable:
         check_applicable(req)
 
