@@ -178,9 +178,13 @@ def files_model(files) -> tuple[str | None, str]:
             constant = train_constants(files.train_py).get("MODEL_ID")
         except (SyntaxError, RecursionError, MemoryError, ValueError):
             constant = None
-        if isinstance(constant, str) and constant:
+        if isinstance(constant, Unresolved):
+            # `MODEL_ID = os.environ["M"]`: which model runs is decided when train.py runs; its text names none
+            files.assumptions.append(f"MODEL_ID = {str(constant)[:60]} in train.py is not read: an expression the "
+                                     "reader does not run (the model is taken from the files' other statements)")
+        elif isinstance(constant, str) and constant:
             return constant, "train.py MODEL_ID"
-        if constant is not None and not isinstance(constant, Unresolved):
+        elif constant is not None:
             # MODEL_ID = 42: from_pretrained would fail on it; plan.json's record is not what runs
             raise InputFileError(f"train.py: MODEL_ID is {str(constant)[:60]!r}, not a model id or path",
                                  hint="write the model's hub id or folder as a string in train.py's MODEL_ID")

@@ -389,12 +389,16 @@ def deepspeed_cuda_ops(ctx: Context) -> list[str]:
     ops: list[str] = []
     ds = ctx.files.ds_config if ctx.files is not None else None
     zero = ctx.files.zero if ctx.files is not None else {}
-    offload_opt = str((zero.get("offload_optimizer") or {}).get("device", "none")).lower() if ds else "none"
-    offload_par = str((zero.get("offload_param") or {}).get("device", "none")).lower() if ds else "none"
+
+    def block(value) -> dict:  # a block of another type is reported by the file's own check (rule CFG010, FILES001)
+        return value if isinstance(value, dict) else {}
+
+    offload_opt = str(block(zero.get("offload_optimizer")).get("device", "none")).lower() if ds else "none"
+    offload_par = str(block(zero.get("offload_param")).get("device", "none")).lower() if ds else "none"
     optimizer = (ds or {}).get("optimizer")
     if isinstance(optimizer, dict) and offload_opt not in ("cpu", "nvme"):
         kind = str(optimizer.get("type", "")).lower()
-        torch_adam = truthy((optimizer.get("params") or {}).get("torch_adam", False))
+        torch_adam = truthy(block(optimizer.get("params")).get("torch_adam", False))
         if kind in ("adam", "adamw") and not torch_adam:
             ops.append("FusedAdam (the ds_config optimizer block, on the GPU)")
         elif kind == "lamb":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import shlex
 from dataclasses import MISSING
@@ -16,6 +17,7 @@ import jsonschema
 from advisor.bundle.render import dtype_settings, sequence_split
 from advisor.core import safeio
 from advisor.core.plan import Plan
+from advisor.core.request import REF_MODELS
 from advisor.core.specs import ModelSpec
 
 REQUIRED_FILES = ("README.md", "plan.json", "train.py", "accelerate.yaml", "launch.sh", "requirements.txt",
@@ -45,6 +47,24 @@ def schema_errors(document, schema_name: str) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------- plan invariants
 
+UNKNOWN = "unknown "
+"""How plan_invariants starts a problem of a value outside its field's choices (`precision` 'fp8')."""
+
+
+def _object(value) -> dict:
+    """A section of a config file (deepspeed_config, offload_param, bf16, ...) as the checks read it: {} when it is
+    absent or not an object. The JSON schemas report a section of the wrong type; the comparisons then see none."""
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value, default: int = 1):
+    """A count of a config file for arithmetic: `default` when absent (None), the value when a whole number, and
+    None for anything else (text, a list, true), which the schema reports and no product can use."""
+    if value is None:
+        return default
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def plan_invariants(plan: Plan, model: ModelSpec | None = None) -> list[str]:
     """Structural consistency of a plan: what must hold for its bundle to be coherent (not whether it fits or is
     fast; the rules judge that). Empty when the plan is consistent."""
@@ -55,13 +75,16 @@ def plan_invariants(plan: Plan, model: ModelSpec | None = None) -> list[str]:
         if not cond:
             out.append(text)
 
-    need(p.trainer in ("sft", "dpo", "grpo", "rloo", "kto", "gkd"), f"unknown trainer {p.trainer}")
-    need(p.method in ("full", "lora", "qlora"), f"unknown method {p.method}")
-    need(p.backend in _DISTRIBUTED, f"unknown backend {p.backend}")
-    need(p.precision in _MIXED, f"unknown precision {p.precision}")
-    need(p.offload in ("none", "optimizer", "all"), f"unknown offload {p.offload}")
-    need(p.offload_device in ("cpu", "nvme"), f"unknown offload device {p.offload_device}")
-    need(p.vllm_mode in ("none", "colocate", "server"), f"unknown vllm mode {p.vllm_mode}")
+    need(p.trainer in ("sft", "dpo", "grpo", "rloo", "kto", "gkd"), f"{UNKNOWN}trainer {p.trainer}")
+    need(p.method in ("full", "lora", "qlora"), f"{UNKNOWN}method {p.method}")
+    need(p.backend in _DISTRIBUTED, f"{UNKNOWN}backend {p.backend}")
+    need(p.precision in _MIXED, f"{UNKNOWN}precision {p.precision}")
+    need(p.offload in ("none", "optimizer", "all"), f"{UNKNOWN}offload {p.offload}")
+    need(p.offload_device in ("cpu", "nvme"), f"{UNKNOWN}offload device {p.offload_device}")
+    need(p.vllm_mode in ("none", "colocate", "server"), f"{UNKNOWN}vllm mode {p.vllm_mode}")
+    need(p.ref_model in REF_MODELS, f"{UNKNOWN}ref_model {p.ref_model}")
+    if out:
+        return out  # the structural rules below are written for the values above
     need(min(p.micro_batch, p.grad_accum, p.seq_len, p.nodes, p.gpus_per_node, p.num_processes, p.lora_r) >= 1,
          "sizes must be positive")
     need(p.sp_size >= 1 and p.cp_size >= 1, "sp_size and cp_size are at least 1")
@@ -113,7 +136,13 @@ def plan_invariants(plan: Plan, model: ModelSpec | None = None) -> list[str]:
 # ------------------------------------------------------------------------------------------------- file parsing
 
 def train_constants(src: str) -> dict:
-    """Module-level `NAME = <literal>` assignments of train.py (CONFIG, MODEL_ID, BF16, ...); DTYPE as its text."""
+    """Module-level `NAME = <value>` assignments of train.py (CONFIG, MODEL_ID, BF16, ...), each as Python would give
+    it (a literal, or arithmetic of literals: `'micro_batch': 4 * 2`, as the plan reader takes it); anything else is
+    Unresolved(its source text): DTYPE compares by that text, and `MODEL_ID = os.environ["M"]` is not a model named
+    `os.environ["M"]`. Switches written 0 or 1 (CONFIG's boolean fields, BF16, FP16, TRUST_REMOTE_CODE) are False
+    and True, as train.py's Python reads them."""
+    from advisor.bundle.literals import BOOL_CONSTANTS, plan_switches, python_bool
+
     tree = ast.parse(src)
     out: dict = {}
     for node in tree.body:
@@ -121,25 +150,34 @@ def train_constants(src: str) -> dict:
             name = node.targets[0].id
             if not name.isupper():
                 continue
-            try:
-                out[name] = ast.literal_eval(node.value)
-            except ValueError:
-                out[name] = _dict_call(node.value)
+            value = _constant(node.value)
+            if name == "CONFIG" and isinstance(value, dict):
+                value = plan_switches(value)
+            elif name in BOOL_CONSTANTS:
+                value = python_bool(value)
+            out[name] = value
     return out
 
 
-def _dict_call(node: ast.AST):
-    """`dict(key=literal, ...)` as the dict it makes (Python's other spelling of the CONFIG literal); anything else as
-    its source text."""
+def _constant(node: ast.AST):
+    """A module-level value: a literal; a dict literal or `dict(key=...)` call whose values are literals or
+    arithmetic of literals, as the dict it makes; anything else Unresolved(its source text)."""
     from advisor.bundle.literals import literal_value
     from advisor.core.files import Unresolved
 
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args
-            and all(kw.arg is not None for kw in node.keywords)):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError):  # TypeError: an unhashable key, `{[1]: 2}`
+        pass
+    values = None
+    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):  # None: `**other`
+        values = {k.value: literal_value(v) for k, v in zip(node.keys, node.values, strict=True)}
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict"
+            and not node.args and all(kw.arg is not None for kw in node.keywords)):
         values = {kw.arg: literal_value(kw.value) for kw in node.keywords}
-        if not any(isinstance(v, Unresolved) for v in values.values()):
-            return values
-    return ast.unparse(node)
+    if values is not None and not any(isinstance(v, Unresolved) for v in values.values()):
+        return values
+    return Unresolved(ast.unparse(node))
 
 
 def shell_unquoted_expansions(src: str) -> list[str]:
@@ -276,8 +314,19 @@ def check_bundle_files(files: dict[str, str]) -> list[str]:
     missing = [k for k in required if k not in cfg]
     if missing:
         return problems + [f"train.py: CONFIG lacks {', '.join(missing)}"]
-    plan = Plan(**{k: cfg[k] for k in Plan.__dataclass_fields__ if k in cfg})
-    problems += [f"train.py: CONFIG: {p}" for p in plan_invariants(plan)]
+    from advisor.bundle.plan_values import plan_value_problem
+
+    values = {k: cfg[k] for k in Plan.__dataclass_fields__ if k in cfg}
+    wrong = plan_value_problem(values)
+    if wrong:  # every check below compares and counts with these values: one of the wrong type is the problem
+        return problems + [f"train.py: CONFIG['{wrong[0]}'] {wrong[1]}"]
+    plan = Plan(**values)
+    invariants = plan_invariants(plan)
+    problems += [f"train.py: CONFIG: {p}" for p in invariants]
+    if any(p.startswith(UNKNOWN) for p in invariants):
+        # the other files are compared with what each named value means (its accelerate distributed_type, its
+        # dtype): a value with no meaning has nothing to compare them with
+        return problems
     problems += _check_train(src, consts, plan, cfg)
     problems += _check_plan_json(files, plan)
     problems += _check_accelerate(files, plan, cfg)
@@ -373,7 +422,7 @@ def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]
         out.append(f"accelerate.yaml: num_machines {doc.get('num_machines')} but the plan has {plan.nodes} nodes")
     if doc.get("distributed_type") != _DISTRIBUTED.get(plan.backend):
         out.append(f"accelerate.yaml: distributed_type {doc.get('distributed_type')} for backend {plan.backend}")
-    ds = doc.get("deepspeed_config") or {}
+    ds = _object(doc.get("deepspeed_config"))
     uses_file = "deepspeed_config_file" in ds
     if uses_file and "mixed_precision" in doc:
         out.append("accelerate.yaml: mixed_precision next to deepspeed_config_file (accelerate raises ValueError)")
@@ -386,13 +435,13 @@ def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]
             out.append("accelerate.yaml: zero3_init_flag must be true exactly at ZeRO stage 3")
         if plan.nodes > 1 and ds.get("deepspeed_multinode_launcher") != "standard":
             out.append("accelerate.yaml: multi-node needs deepspeed_multinode_launcher standard (one launch per node)")
-    fsdp = doc.get("fsdp_config") or {}
+    fsdp = _object(doc.get("fsdp_config"))
     if plan.backend == "fsdp2":
         if bool(fsdp.get("fsdp_offload_params")) != (plan.offload != "none"):
             out.append("accelerate.yaml: fsdp_offload_params does not match the plan's offload")
         if bool(fsdp.get("fsdp_activation_checkpointing")) != plan.grad_ckpt:
             out.append("accelerate.yaml: fsdp_activation_checkpointing does not match grad_ckpt")
-    par = doc.get("parallelism_config") or {}
+    par = _object(doc.get("parallelism_config"))
     sp = par.get("parallelism_config_sp_size", 1)
     cp = par.get("parallelism_config_cp_size", 1)
     if sp != plan.sp_size:
@@ -400,10 +449,13 @@ def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]
     if cp != plan.cp_size:
         out.append(f"accelerate.yaml: cp_size {cp} but train.py CONFIG cp_size {plan.cp_size}")
     if par:
-        shard = par.get("parallelism_config_dp_shard_size", 1) * par.get("parallelism_config_dp_replicate_size", 1)
-        if shard * sp * cp * par.get("parallelism_config_tp_size", 1) != plan.num_processes:
+        sizes = [_number(par.get(f"parallelism_config_{k}_size")) for k in ("dp_shard", "dp_replicate", "sp", "cp",
+                                                                             "tp")]
+        if None in sizes:
+            out.append("accelerate.yaml: parallelism_config sizes must be whole numbers")
+        elif math.prod(sizes) != plan.num_processes:
             out.append("accelerate.yaml: dp x sp x cp x tp must equal num_processes")
-        if sp > 1 and par.get("parallelism_config_sp_attn_implementation") != cfg.get("attn"):
+        if (_number(sp) or 1) > 1 and par.get("parallelism_config_sp_attn_implementation") != cfg.get("attn"):
             out.append("accelerate.yaml: sp_attn_implementation must equal the model's attn (train.py CONFIG)")
     return out
 
@@ -425,8 +477,8 @@ def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
         return out + [f"ds_config.json: zero_optimization is a {type(zero).__name__}, not an object"]
     if zero.get("stage") != plan.zero_stage:
         out.append(f"ds_config.json: stage {zero.get('stage')} but the plan has ZeRO-{plan.zero_stage}")
-    opt = (zero.get("offload_optimizer") or {}).get("device", "none")
-    par = (zero.get("offload_param") or {}).get("device", "none")
+    opt = _object(zero.get("offload_optimizer")).get("device", "none")
+    par = _object(zero.get("offload_param")).get("device", "none")
     want_opt = plan.offload_device if plan.offload in ("optimizer", "all") else "none"
     want_par = plan.offload_device if plan.offload == "all" else "none"
     if opt != want_opt or par != want_par:
@@ -436,7 +488,7 @@ def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
         if doc.get(key) != "auto":
             out.append(f'ds_config.json: {key} must be "auto" (train.py\'s TrainingArguments set it)')
     for key, want in (("bf16", plan.precision in ("bf16", "bf16-mixed")), ("fp16", plan.precision == "fp16-mixed")):
-        enabled = (doc.get(key) or {}).get("enabled", False)
+        enabled = _object(doc.get(key)).get("enabled", False)
         if enabled != "auto" and enabled != want:
             out.append(f"ds_config.json: {key}.enabled={enabled} disagrees with precision {plan.precision}")
     if plan.zero_stage == 3 and zero.get("stage3_gather_16bit_weights_on_model_save") is not True:

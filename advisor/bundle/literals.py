@@ -43,3 +43,27 @@ def literal_value(node) -> Any:
         return number(node)
     except (ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
         return Unresolved(ast.unparse(node)[:80])
+
+
+BOOL_CONSTANTS = ("BF16", "FP16", "TRUST_REMOTE_CODE")
+"""train.py's module-level switches besides CONFIG: `bf16=BF16 and ...`, `if TRUST_REMOTE_CODE`."""
+
+
+def python_bool(value: Any) -> Any:
+    """A switch as train.py's Python reads it: the integers 0 and 1 are False and True (`if CONFIG["liger"]`,
+    `packing=CONFIG["packing"]`, and TRL's arguments, which are not type-checked, take them so); anything else is
+    returned as it is, for the reader to accept or refuse. Other numbers, text and None stay refused: `2`, `"no"` or
+    `None` for a switch is more likely a slip than a choice."""
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    return value
+
+
+def plan_switches(config: dict) -> dict:
+    """CONFIG with the values of its boolean Plan fields (liger, grad_ckpt, packing, ...) read by python_bool."""
+    from dataclasses import fields
+
+    from advisor.core.plan import Plan
+
+    switches = {f.name for f in fields(Plan) if f.type in ("bool", bool)}
+    return {key: python_bool(value) if key in switches else value for key, value in config.items()}

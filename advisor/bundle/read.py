@@ -257,12 +257,35 @@ def _merge_trl_args(files: BundleFiles) -> None:
 def _read_train_py(files: BundleFiles, text: str, where: str) -> None:
     try:
         _read_train_tree(files, text, where)
+        _compile_depth(text, where)
     except (RecursionError, MemoryError):
         # CPython's parser and ast.unparse recurse once per nesting level: `x = 1+1+...` 500 terms deep, or
         # thousands of nested unary operators, exhaust the stack. No training script is written like that.
         raise InputFileError(f"{where}: expressions nested too deeply to read",
                              hint="the file is read with ast (never run); split the deeply nested expression") \
             from None
+
+
+MAX_NESTING = 100
+"""Deepest AST nesting a train.py may have to be read: CPython's compiler recurses once or more per level, so a
+deeper expression (`x = 1+1+...` hundreds of terms) compiles or not depending on how deep the caller's stack already
+is; the reader and the cross-file check then disagree. Generated files nest under 20 levels."""
+
+
+def _compile_depth(text: str, where: str) -> None:
+    """Raise RecursionError when train.py nests deeper than MAX_NESTING (counted without recursion), so that every
+    such file is refused alike, as one too deeply nested to read. A file that does not parse is the reader's own
+    finding, not this check's."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise RecursionError(f"{where}: nested deeper than {MAX_NESTING}")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 UNMODELLED_DS_KEYS = {"reduce_bucket_size": "auto", "allgather_bucket_size": None,
@@ -496,6 +519,11 @@ def _value(node: ast.AST, constants: dict[str, Any]) -> Any:
                 isinstance(left, (str, int, float, bool, type(None))) and \
                 isinstance(right, (str, int, float, bool, type(None))):
             return (left == right) if isinstance(node.ops[0], ast.Eq) else (left != right)
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        # `4 * 2`, `1 << 10`: arithmetic of literals, read as train.py's CONFIG is (advisor.bundle.literals)
+        from advisor.bundle.literals import literal_value
+
+        return literal_value(node)
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
         return node.attr  # torch.bfloat16 -> "bfloat16"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _FUNC_PREFIX + node.func.id in constants:

@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from advisor.bundle.literals import literal_value
+from advisor.bundle.literals import literal_value, plan_switches
+from advisor.bundle.plan_values import plan_value_problem
 from advisor.core import safeio
 from advisor.core.errors import InputFileError
 from advisor.core.files import BundleFiles, Unresolved
@@ -98,8 +99,8 @@ def config_dict(train_py: str | None) -> dict:
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return {}
     if isinstance(cfg, dict):
-        return _with_later_writes(train_py, dict(cfg))
-    return _with_later_writes(train_py, _config_items(train_py)) if isinstance(cfg, str) else {}
+        return plan_switches(_with_later_writes(train_py, dict(cfg)))
+    return plan_switches(_with_later_writes(train_py, _config_items(train_py))) if isinstance(cfg, str) else {}
 
 
 def _with_later_writes(train_py: str, cfg: dict) -> dict:
@@ -600,47 +601,6 @@ def read_plan(files: BundleFiles, target, overrides: dict[str, Any] | None = Non
 
 
 # ---------------------------------------------------------------- values as the files give them
-
-def _plan_limits() -> dict[str, tuple[str, float | None, float | None]]:
-    """Plan field -> (kind, lowest, highest). Sizes and counts are bounded by the CLI's own flag limits
-    (advisor.core.request.LIMITS), so that a value read from a file cannot drive a loop or an allocation the flags
-    could not (rules.common.divisors walks up to the square root of a process count)."""
-    from dataclasses import fields
-
-    from advisor.core import request
-    from advisor.core.plan import Plan
-
-    limits = request.LIMITS
-    most_processes = limits["gpus"][1] * limits["nodes"][1]
-    ranges = {"zero_stage": limits["zero"][:2], "gpus_per_node": limits["gpus"][:2], "nodes": limits["nodes"][:2],
-              "num_processes": (1, most_processes), "lora_alpha": (0, 2 * limits["lora_r"][1]),
-              "num_generations": (0, limits["num_generations"][1]),
-              "max_completion_len": (0, limits["max_completion_len"][1]), "vllm_mem_fraction": (0.0, 1.0)}
-    out: dict[str, tuple[str, float | None, float | None]] = {}
-    for f in fields(Plan):
-        kind = f.type if isinstance(f.type, str) else f.type.__name__  # "int" either way
-        low, high = ranges.get(f.name, limits[f.name][:2] if f.name in limits else (None, None))
-        out[f.name] = (kind, low, high)
-    return out
-
-
-def plan_value_problem(values: dict, *, lower: bool = True) -> tuple[str, str] | None:
-    """(field, why) for the first value of a Plan's keyword arguments with the wrong type (`gpus_per_node` as
-    "eight", `nodes` as [2], true as a count) or outside its bound; None when every value can build a Plan.
-    lower=False checks only the upper bounds: a value derived from several files may be 0 or negative (vLLM server
-    GPUs taking every GPU), which a rule reports as a finding. Values of the right type that describe an
-    inconsistent plan are the rules' business, not this check's."""
-    limits = _plan_limits()
-    for name, value in values.items():
-        if name not in limits:
-            continue
-        kind, low, high = limits[name]
-        problem = safeio.value_problem(value, kind, low=low if lower else None, high=high)
-        if problem:
-            return name, problem
-    return None
-
-
 
 def _int(value: Any) -> int | None:
     """A whole number from a config value (`8`, `"8"`), None for anything else (booleans, text, 40-digit strings)."""

@@ -313,6 +313,15 @@ def test_deep_bundle_files(bundle, capsys, name, text):
         clean(cli(capsys, "verify", str(bundle)), (1,))
 
 
+def test_a_nested_expression_python_compiles_anywhere_is_read_and_checked_clean(bundle, capsys):
+    """40 levels (`1+1+...`) compile at any stack depth: the reader takes the file and the cross-file check does not
+    call it uncompilable (it did once the plan reader could evaluate arithmetic, from a deep call stack)."""
+    with (bundle / "train.py").open("a", encoding="utf-8") as fh:
+        fh.write("\nX = 1" + "+1" * 40 + "\n")
+    rc, out, err = clean(cli(capsys, "check", "--bundle", str(bundle)), (0,))
+    assert "FILES001" not in out
+
+
 @pytest.mark.parametrize("expression", ["1" + "+1" * 600, "-" * 100_000 + "1", "not " * 100_000 + "x"])
 def test_deeply_nested_expression_in_train_py(bundle, capsys, expression):
     with (bundle / "train.py").open("a", encoding="utf-8") as fh:
