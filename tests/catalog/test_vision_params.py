@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from plan_defaults import build_plan
 
 from advisor.catalog import resolve_gpu, resolve_model
 from advisor.catalog.hf_config import spec_from_config
@@ -94,12 +95,7 @@ def test_a_row_cannot_claim_a_tower_its_class_does_not_load():
 
 
 def _plan(**kw) -> Plan:
-    base = dict(trainer="sft", method="full", lora_r=16, backend="single", zero_stage=0, offload="none",
-                offload_device="cpu", precision="bf16", seq_len=512, micro_batch=1, grad_accum=1, grad_ckpt=True,
-                liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=1, nodes=1,
-                gpus_per_node=1)
-    base.update(kw)
-    return Plan(**base)
+    return build_plan(**{"seq_len": 512, "micro_batch": 1, **kw})
 
 
 @pytest.mark.parametrize("kw, copies, shards", [

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_defaults import build_plan
 
 from advisor.catalog import resolve_gpu, resolve_model
 from advisor.core.plan import Plan
@@ -125,12 +126,8 @@ def test_a_path_that_cannot_be_used_is_a_usage_error(args, message):
 
 
 def _plan(**kw) -> Plan:
-    base = dict(trainer="sft", method="full", lora_r=16, backend="deepspeed", zero_stage=3, offload="all",
-                offload_device="nvme", precision="bf16", seq_len=1024, micro_batch=1, grad_accum=1, grad_ckpt=True,
-                liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=8, nodes=1,
-                gpus_per_node=8)
-    base.update(kw)
-    return Plan(**base)
+    return build_plan(**{"backend": "deepspeed", "zero_stage": 3, "offload": "all", "offload_device": "nvme",
+                         "micro_batch": 1, "num_processes": 8, "gpus_per_node": 8, **kw})
 
 
 def test_the_swap_files_are_the_optimizer_states_and_grads_plus_the_16_bit_weights_per_node():

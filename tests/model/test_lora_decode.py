@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from plan_defaults import build_plan
 
 from advisor.catalog import resolve_gpu, resolve_model
 from advisor.core.plan import Plan
@@ -19,10 +20,8 @@ PROBE = REPO / "bench" / "results" / "decode-probe-h100-2026-12-07-lora.json"
 
 
 def _plan(method: str, batch: int) -> Plan:
-    return Plan(trainer="grpo", method=method, lora_r=16, backend="single", zero_stage=0, offload="none",
-                offload_device="cpu", precision="bf16", seq_len=512, micro_batch=batch, grad_accum=1,
-                grad_ckpt=False, liger=False, attn="sdpa", packing=False, sp_size=1, cp_size=1, num_processes=1,
-                nodes=1, gpus_per_node=1, num_generations=2, max_completion_len=128)
+    return build_plan(trainer="grpo", method=method, seq_len=512, micro_batch=batch, grad_ckpt=False,
+                      num_generations=2, max_completion_len=128)
 
 
 def _pairs() -> list[tuple[str, int, dict, dict]]:
