@@ -62,11 +62,7 @@ def host_bytes(d: Dims, plan: Plan, pr: Precision) -> tuple[int, int]:
     steady = pinned = 0
     if plan.backend == "deepspeed" and plan.offload != "none":
         parts = n if plan.zero_stage >= 1 else 1
-        params16 = 0
-        if plan.offload == "all" and plan.zero_stage == 3:
-            total16 = ((frozen_base_bytes(d, plan, pr.work) + ptr * pr.adapter) if plan.method != "full"
-                       else d.P * pr.work) + vision_tower_bytes(d, pr.work)
-            params16 = total16 // n
+        params16 = offloaded_16bit_bytes(d, plan, pr) // n
         if plan.offload_device == "nvme":
             steady = procs * (4 * int(1e8) * FP32 + (5 * int(1e8) * HALF if params16 else 0))
             pinned = steady
@@ -98,10 +94,15 @@ def nvme_swap_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     (partitioned_param_swapper.py: one file per parameter partition). 0 unless DeepSpeed offloads to NVMe."""
     if not (plan.backend == "deepspeed" and plan.offload != "none" and plan.offload_device == "nvme"):
         return 0
-    n = shard_count(plan)
+    per_rank = trainable_params(d, plan) * NVME_SWAP_BYTES_PER_TRAINABLE + offloaded_16bit_bytes(d, plan, pr)
+    return processes_per_node(plan) * per_rank // shard_count(plan)
+
+
+def offloaded_16bit_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """The 16-bit parameters ZeRO-3 with offload "all" moves off the GPUs, over all ranks (stage3.py offload_param:
+    the frozen base, the adapters, an image-text model's vision tower); 0 for every other plan."""
+    if not (plan.backend == "deepspeed" and plan.zero_stage == 3 and plan.offload == "all"):
+        return 0
     ptr = trainable_params(d, plan)
-    total16 = 0
-    if plan.offload == "all" and plan.zero_stage == 3:
-        total16 = ((frozen_base_bytes(d, plan, pr.work) + ptr * pr.adapter) if plan.method != "full"
-                   else d.P * pr.work) + vision_tower_bytes(d, pr.work)
-    return processes_per_node(plan) * (ptr * NVME_SWAP_BYTES_PER_TRAINABLE + total16) // n
+    body = (frozen_base_bytes(d, plan, pr.work) + ptr * pr.adapter) if plan.method != "full" else d.P * pr.work
+    return body + vision_tower_bytes(d, pr.work)

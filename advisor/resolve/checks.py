@@ -50,7 +50,8 @@ def check_nvme_path(req: Request) -> None:
         raise AdvisorError("--nvme-path is the folder DeepSpeed swaps to when it offloads to NVMe",
                            hint="add --offload-device nvme (with --offload optimizer or all), or drop --nvme-path")
     if not path.startswith("/") or len(path) > NVME_PATH_MAX:
-        raise AdvisorError("--nvme-path must be an absolute path (starting with /) of at most 4096 characters",
+        raise AdvisorError(f"--nvme-path must be an absolute path (starting with /) of at most {NVME_PATH_MAX} "
+                           "characters",
                            hint="for example --nvme-path /local_nvme/$USER")
 
 
