@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from wizard_harness import fixture_probe, screen_text, settle  # noqa: E402
+from wizard_harness import fixture_probe, screen_text, settle, until  # noqa: E402
 
 from advisor.core.request import Request  # noqa: E402
 
@@ -332,7 +332,7 @@ def test_the_plan_waits_for_the_probe_of_this_machine():
         return report()
 
     async def scenario(app, pilot):
-        await pilot.pause(0.3)
+        await until(pilot, lambda: strip(app) != "starting…")  # the probe is held: what shows is the wait
         waiting = (strip(app), app.outcome)
         gate.set()
         await settle(app, pilot)

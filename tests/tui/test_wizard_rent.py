@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from wizard_harness import REPO, fixture_probe, screen_text, settle  # noqa: E402
+from wizard_harness import REPO, fixture_probe, screen_text, settle, until  # noqa: E402
 
 from advisor.core.request import Request  # noqa: E402
 
@@ -123,10 +123,10 @@ def test_recommend_runs_in_a_worker_on_the_rent_tab_only_and_stale_answers_are_d
         await settle(app, pilot)
         seen["off the tab"] = list(calls)
         await pilot.press("escape", "6")  # the tab asks at once: recommend runs, held at the gate
-        await pilot.pause(0.3)
+        await until(pilot, lambda: calls)
         # while it runs the app answers keys, and the tab says it is planning
         await typed(app, pilot, "max_gpus", "16")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: "recommend is planning" in screen_text(app))  # fails by timeout if never
         seen["running"] = (list(calls), app.rent_settled, screen_text(app))
         gate.set()
         await settle(app, pilot)
@@ -213,7 +213,7 @@ def test_quitting_does_not_wait_for_a_running_recommend(monkeypatch):
         async with app.run_test(size=(100, 32)) as pilot:
             await settle(app, pilot)
             await pilot.press("6")
-            await pilot.pause(0.3)
+            await until(pilot, lambda: app._rent_running is not None)
             running = app._rent_running is not None
             start = time.monotonic()
             await app.action_quit()

@@ -45,6 +45,15 @@ def versions() -> str:
     return f"textual=={version('textual')}\nrich=={version('rich')}\n"
 
 
+async def until(pilot, condition, timeout: float = 30.0) -> None:
+    """Wait until condition() holds (polled every 0.05 s): a fixed pause flakes on a loaded 2-core host."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"the wizard did not reach the state awaited within {timeout:.0f} s")
+        await pilot.pause(0.05)
+
+
 async def settle(app, pilot, timeout: float = 60.0) -> None:
     """Wait until the plan on screen is the current request's and nothing is left to draw."""
     start = time.monotonic()
