@@ -174,19 +174,20 @@ def files_model(files) -> tuple[str | None, str]:
     if isinstance(value, str) and not isinstance(value, Unresolved) and value:
         return value, "the TRL config model_name_or_path"
     if files.train_py:
+        absent = object()
         try:
-            constant = train_constants(files.train_py).get("MODEL_ID")
+            constant = train_constants(files.train_py).get("MODEL_ID", absent)
         except (SyntaxError, RecursionError, MemoryError, ValueError):
-            constant = None
+            constant = absent
         if isinstance(constant, Unresolved):
             # `MODEL_ID = os.environ["M"]`: which model runs is decided when train.py runs; its text names none
             files.assumptions.append(f"MODEL_ID = {str(constant)[:60]} in train.py is not read: an expression the "
                                      "reader does not run (the model is taken from the files' other statements)")
-        elif isinstance(constant, str) and constant:
+        elif isinstance(constant, str) and constant.strip():
             return constant, "train.py MODEL_ID"
-        elif constant is not None:
-            # MODEL_ID = 42: from_pretrained would fail on it; plan.json's record is not what runs
-            raise InputFileError(f"train.py: MODEL_ID is {str(constant)[:60]!r}, not a model id or path",
+        elif constant is not absent:
+            # MODEL_ID = 42, None or '': from_pretrained would fail on it; plan.json's record is not what runs
+            raise InputFileError(f"train.py: MODEL_ID is {repr(constant)[:60]}, not a model id or path",
                                  hint="write the model's hub id or folder as a string in train.py's MODEL_ID")
     if files.model_ids:
         return files.model_ids[0], "train.py"

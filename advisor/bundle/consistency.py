@@ -36,8 +36,20 @@ def load_schema(name: str) -> dict:
     return json.loads(resources.files("advisor.bundle.schemas").joinpath(name).read_text(encoding="utf-8"))
 
 
+def _whole_number(checker, instance) -> bool:
+    """JSON Schema's "integer" as the libraries read it: an int, never 8.0 or true. jsonschema's own integer type
+    takes 8.0 (a float with no fraction), which accelerate passes on as `--nproc_per_node 8.0` and torchrun refuses
+    (torch/distributed/run.py determine_local_world_size: "Unsupported nproc_per_node value")."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number))
+
+
 def schema_errors(document, schema_name: str) -> list[str]:
-    validator = jsonschema.Draft202012Validator(load_schema(schema_name))
+    validator = _VALIDATOR(load_schema(schema_name))
     out = []
     for err in sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path)):
         where = "/".join(str(p) for p in err.absolute_path) or "(top)"
@@ -338,8 +350,19 @@ def check_bundle_files(files: dict[str, str]) -> list[str]:
     return problems
 
 
+NAME_CONSTANTS = {"MODEL_ID": "the model's hub id or folder", "DATASET": "the dataset's hub id or folder"}
+"""train.py's constants that from_pretrained / load_dataset take as a name: a literal there must be non-empty text
+(an expression, `os.environ["DATA"]`, is decided when train.py runs and is not judged)."""
+
+
 def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
+    from advisor.core.files import Unresolved
+
     out = []
+    for name, what in NAME_CONSTANTS.items():
+        value = consts.get(name)
+        if name in consts and not isinstance(value, Unresolved) and not (isinstance(value, str) and value.strip()):
+            out.append(f"train.py: {name} is {repr(value)[:60]}, not {what}")
     if consts.get("TRUST_REMOTE_CODE") != plan.trust_remote_code:
         out.append("train.py: TRUST_REMOTE_CODE differs from the plan's trust_remote_code")
     if not plan.trust_remote_code and re.search(r"""trust_remote_code["']?\s*[:=]\s*True""", src):
@@ -415,11 +438,11 @@ def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]
     out = [f"accelerate.yaml: {e}" for e in schema_errors(doc, "accelerate.schema.json")]
     if not isinstance(doc, dict):
         return out
-    if doc.get("num_processes") != plan.num_processes:
-        out.append(f"accelerate.yaml: num_processes {doc.get('num_processes')} but the plan has "
-                   f"{plan.num_processes} processes")
-    if doc.get("num_machines") != plan.nodes:
-        out.append(f"accelerate.yaml: num_machines {doc.get('num_machines')} but the plan has {plan.nodes} nodes")
+    # a count that is not a whole number (8.0, '8', true) is the schema's finding above; one that is, is compared
+    for key, want, unit in (("num_processes", plan.num_processes, "processes"), ("num_machines", plan.nodes, "nodes")):
+        value = doc.get(key)
+        if (value is None or _number(value, None) is not None) and value != want:
+            out.append(f"accelerate.yaml: {key} {value!r} but the plan has {want} {unit}")
     if doc.get("distributed_type") != _DISTRIBUTED.get(plan.backend):
         out.append(f"accelerate.yaml: distributed_type {doc.get('distributed_type')} for backend {plan.backend}")
     ds = _object(doc.get("deepspeed_config"))

@@ -204,3 +204,67 @@ def test_an_expression_for_model_id_is_not_read_as_a_model_name(bundles, tmp_pat
     assert code == 0, err  # the model of the files' other statements (plan.json), said so; not "unknown model"
     assert doc["model"] == "qwen2.5-0.5b"
     assert any("MODEL_ID" in a and "not read" in a for a in doc["assumptions"]), doc["assumptions"]
+
+
+# ---- counts that are not whole numbers, names that are not names -------------------------------------------------
+
+def _integer_paths(schema, doc, prefix=()):
+    """Every value of `doc` its JSON schema types "integer" (the counts accelerate and DeepSpeed compute with)."""
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    for key, value in (doc.items() if isinstance(doc, dict) else ()):
+        sub = props.get(key, {})
+        kinds = sub.get("type") if isinstance(sub, dict) else None
+        if (kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds)) and isinstance(value, int) \
+                and not isinstance(value, bool):
+            yield (*prefix, key), value
+        yield from _integer_paths(sub, value, (*prefix, key))
+
+
+@pytest.mark.parametrize("name", ["ds3", "fsdp", "server"])
+@pytest.mark.parametrize("spelling", ["float", "text"])
+def test_a_count_that_is_not_a_whole_number_is_a_finding(bundles, name, spelling):
+    # accelerate passes num_processes 8.0 on as `--nproc_per_node 8.0`, which torchrun refuses; '8' // 1 is a
+    # TypeError in accelerate's launcher: every integer of both files, not only num_processes, is held to an int
+    from advisor.bundle.consistency import load_schema
+
+    files = {p.name: p.read_text() for p in bundles[name].iterdir() if p.is_file()}
+    seen = 0
+    for fname, schema_name, load, dump in (
+            ("accelerate.yaml", "accelerate.schema.json", yaml.safe_load, yaml.safe_dump),
+            ("ds_config.json", "ds_config.schema.json", json.loads, json.dumps)):
+        if fname not in files:
+            continue
+        doc = load(files[fname])
+        for path, value in _integer_paths(load_schema(schema_name), doc):
+            edited = copy.deepcopy(doc)
+            _set(edited, path, float(value) if spelling == "float" else str(value))
+            problems = check_bundle_files({**files, fname: dump(edited)})
+            assert any(path[-1] in p and "integer" in p for p in problems), (fname, path, problems)
+            seen += 1
+    assert seen >= 3, name  # num_processes, num_machines, machine_rank at least
+
+
+@pytest.mark.parametrize("constant", ["MODEL_ID", "DATASET"])
+@pytest.mark.parametrize("value", ["None", "5", "''", "'   '", "['Qwen/Qwen2.5-0.5B']"])
+def test_a_name_constant_that_is_not_text_is_refused(bundles, tmp_path, capsys, constant, value):
+    folder = _copy(bundles["sft"], tmp_path)
+    train = folder / "train.py"
+    text, count = re.subn(rf"^{constant} = .*$", f"{constant} = {value}", train.read_text(), count=1,
+                          flags=re.MULTILINE)
+    assert count == 1
+    train.write_text(text)
+    code, doc, err = _check(capsys, folder)
+    messages = [f["message"] for f in doc.get("findings", [])] + [err]
+    assert code in (1, 2) and any(constant in m and "not" in m for m in messages), messages
+    assert "Traceback" not in err
+
+
+def test_a_name_constant_given_as_an_expression_is_not_judged(bundles, tmp_path, capsys):
+    folder = _copy(bundles["sft"], tmp_path)
+    train = folder / "train.py"
+    text, count = re.subn(r"^DATASET = .*$", "DATASET = os.environ.get('DATA', 'trl-lib/Capybara')",
+                          train.read_text(), count=1, flags=re.MULTILINE)
+    assert count == 1
+    train.write_text(text)
+    code, doc, err = _check(capsys, folder)
+    assert code == 0, (err, doc.get("findings"))

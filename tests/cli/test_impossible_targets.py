@@ -99,7 +99,7 @@ def test_check_bundle_refuses_a_model_id_that_is_not_text(bundle, capsys):
     (bundle / "train.py").write_text(text[:start] + "MODEL_ID = 42" + text[text.index("\n", start):])
     capsys.readouterr()
     assert main(["check", "--bundle", str(bundle)]) == 2
-    assert _errors(capsys)[0].startswith("error: train.py: MODEL_ID is '42'")
+    assert _errors(capsys)[0].startswith("error: train.py: MODEL_ID is 42,")  # the number, not the text '42'
 
 
 def test_model_config_json_of_another_architecture_is_a_files_error(bundle, capsys):
