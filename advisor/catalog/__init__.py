@@ -5,6 +5,7 @@ from advisor.catalog.lookup import (
     CatalogError,
     all_gpus,
     all_models,
+    catalogue_model,
     hf_cache_dir,
     match_nvml_name,
     model_sizes,
@@ -15,5 +16,5 @@ from advisor.catalog.lookup import (
     validate_models,
 )
 
-__all__ = ["CatalogError", "all_gpus", "all_models", "hf_cache_dir", "match_nvml_name", "model_sizes", "parse_rows",
+__all__ = ["CatalogError", "all_gpus", "all_models", "catalogue_model", "hf_cache_dir", "match_nvml_name", "model_sizes", "parse_rows",
            "resolve_gpu", "resolve_model", "validate_gpus", "validate_models"]

@@ -188,6 +188,12 @@ def _gpu_index() -> dict[str, GpuSpec]:
     return {key: spec for spec in _gpus() for key in _gpu_keys(spec)}
 
 
+def catalogue_model(name: str) -> ModelSpec | None:
+    """The catalogue row `name` is the id, hub id or alias of; None for anything else. Reads no file and no network
+    (the estimate asks it inside the planner's search)."""
+    return _model_index().get(name.strip().casefold())
+
+
 def model_sizes() -> dict[str, ModelSpec]:
     """Size shorthand -> its reference model."""
     return dict(_size_index())

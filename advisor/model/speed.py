@@ -680,7 +680,7 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
         ref_passes = 1 + (2 if plan.ref_model != "precompute" else 0)  # KL pass of the policy + ref on both
     elif plan.trainer == "gkd":
         ref_passes = 1
-    teacher_ratio = plan.teacher_params / d.P if plan.trainer == "gkd" and plan.teacher_params else 1.0
+    teacher_ratio = MGKD.teacher_forward_params(plan) / d.P if plan.trainer == "gkd" and plan.teacher_params else 1.0
     reference = ref_passes * teacher_ratio * (mm_f + attn_f) / (peak * eff)
     # Precomputed reference log-probs run those reference forwards once over the dataset before training
     # (DPOTrainer/KTOTrainer _precompute_ref_logps): for one epoch (the bundles' num_train_epochs=1) one reference

@@ -127,3 +127,27 @@ def test_the_loss_runs_at_the_bandwidth_the_probe_measured():
     assert got["cases"] >= 6 and MGKD.LOSS_BW_EFFICIENCY == pytest.approx(got["median"], abs=0.005)
     assert got["high"] / got["low"] < 1.2
     assert loss_bandwidth_efficiency(empty_cache=False)["median"] > got["median"]  # the emptied cache costs time
+
+
+def test_an_image_text_teacher_is_timed_by_its_decoder_and_weighed_with_its_tower():
+    # Gemma 3 4B loads a 0.42B SigLIP tower beside its decoder (ModelSpec.vision_params): the memory holds it, the text
+    # batch's forward never runs it. The same teacher given as a folder the catalogue does not know, with the decoder's
+    # count, is timed alike; its memory lacks the tower.
+    from advisor.catalog import resolve_model
+    from advisor.model.memory import estimate_memory
+
+    student, teacher = resolve_model("gemma-3-1b"), resolve_model("gemma-3-4b")
+    assert teacher.loaded_params - teacher.params == teacher.vision_params > 4e8
+    plan = _gkd(teacher=teacher.hf_id, teacher_params=teacher.loaded_params, liger=True)
+    assert MGKD.teacher_forward_params(plan) == teacher.params
+    decoder_only = replace(plan, teacher="/models/gemma-3-4b-text", teacher_params=teacher.params)
+    assert MGKD.teacher_forward_params(decoder_only) == teacher.params
+    gpu = dict(share=0.0)  # no on-policy draws: the teacher's forward is what differs
+    assert _speed(student, plan, **gpu).step_seconds == pytest.approx(_speed(student, decoder_only, **gpu).step_seconds)
+    tower = teacher.vision_params * 2  # bf16 weights
+    grown = estimate_memory(student, plan, target()).per_gpu_peak_bytes - \
+        estimate_memory(student, decoder_only, target()).per_gpu_peak_bytes
+    assert grown >= tower
+    # timed as loaded, the tower's parameters would add 10 % to the teacher's forward
+    loaded = replace(decoder_only, teacher_params=teacher.loaded_params)
+    assert _speed(student, loaded, **gpu).step_seconds > _speed(student, plan, **gpu).step_seconds
