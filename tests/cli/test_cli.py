@@ -305,7 +305,7 @@ def test_a_flood_of_repeated_flags_is_refused_at_once(args, capsys):
     rc = main(args)
     elapsed = time.monotonic() - start
     err = capsys.readouterr().err
-    assert rc == 2 and elapsed < 2, (rc, elapsed)
+    assert rc == 2 and elapsed < 10, (rc, elapsed)  # the hang was 30 s; 10 leaves a loaded 2-core host room
     assert err.startswith("error: 40,00") and f"at most {MAX_ARGUMENTS:,}" in err and "\nhint: " in err
 
 

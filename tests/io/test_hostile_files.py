@@ -245,19 +245,19 @@ def test_verify_does_not_open_a_log_that_is_a_pipe(bundle):
 
 
 @pytest.mark.parametrize("name", ["accelerate.yaml", "extra.yaml"])
-def test_billion_laughs_yaml_in_check_bundle_is_refused_in_under_2_seconds(bundle, capsys, name):
+def test_billion_laughs_yaml_in_check_bundle_is_refused_at_once(bundle, capsys, name):
     assert len(BILLION_LAUGHS) < 1024
     (bundle / name).write_text(BILLION_LAUGHS, encoding="utf-8")
     start = time.monotonic()
     usage_error(cli(capsys, "check", "--bundle", str(bundle)), name, "aliases")
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # expanded, the bomb never ends; a loaded 2-core host needs room
 
 
 def test_billion_laughs_accelerate_yaml_in_verify_fails_quickly(bundle, capsys):
     (bundle / "accelerate.yaml").write_text(BILLION_LAUGHS, encoding="utf-8")
     start = time.monotonic()
     rc, out, err = clean(cli(capsys, "verify", str(bundle)), (1,))
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 15  # expanded, the bomb never ends
     assert "aliases" in out
 
 

@@ -209,7 +209,7 @@ def test_billion_laughs_is_refused_at_the_first_alias_at_once():
     assert len(BILLION_LAUGHS) < 1024
     start = time.monotonic()
     err = refused(safeio.load_yaml, BILLION_LAUGHS, where="accelerate.yaml")
-    assert time.monotonic() - start < 1
+    assert time.monotonic() - start < 5  # expanded, the bomb never ends; 5 s leaves a loaded host room
     assert "aliases" in err.message and "line 2" in err.message
 
 
