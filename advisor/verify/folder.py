@@ -129,17 +129,27 @@ def _estimate_predictions(b: _Bundle, *, random_init: bool = False) -> dict | No
         return None
     mem, spd = b.ctx.memory, b.ctx.speed
     source = "estimate of the files"
-    model = b.ctx.model
-    if random_init and model is not None and model.vision_params:
+    model, plan = b.ctx.model, b.ctx.plan
+    # GKD: the teacher's random checkpoint is its decoder too (teacher_config.json, same RANDOM_INIT_MODEL_TYPE)
+    teacher_tower = 0
+    if plan is not None and plan.trainer == "gkd" and plan.teacher_params:
+        from advisor.model.gkd import teacher_forward_params
+
+        teacher_tower = plan.teacher_params - teacher_forward_params(plan)
+    towers = (model.vision_params if model is not None else 0) + teacher_tower
+    if random_init and model is not None and towers:
+        from dataclasses import replace
+
         from advisor.model.estimate import estimate_plan
 
+        built = replace(plan, teacher_params=plan.teacher_params - teacher_tower) if teacher_tower else plan
         try:
-            mem, spd = estimate_plan(model.decoder_only(), b.ctx.plan, b.ctx.target)
+            mem, spd = estimate_plan(model.decoder_only(), built, b.ctx.target)
         except Exception:  # noqa: BLE001 - the files' own estimate stands
             pass
         else:
-            source = (f"estimate of the files for the text decoder --random-init builds (without the "
-                      f"{model.vision_params / 1e9:.2f}B-parameter vision tower the real model loads)")
+            source = (f"estimate of the files for the text decoder(s) --random-init builds (without the "
+                      f"{towers / 1e9:.2f}B vision-tower parameters the real model(s) load)")
     return {"per_gpu_peak_bytes": int(mem.per_gpu_peak_bytes), "per_gpu_reserved_bytes": int(mem.per_gpu_reserved_bytes),
             "tokens_per_second": float(spd.tokens_per_second), "step_seconds": float(spd.step_seconds),
             "fits": bool(mem.fits), "capacity_bytes": int(mem.capacity_bytes),

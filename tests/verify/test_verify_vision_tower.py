@@ -27,5 +27,23 @@ def test_random_init_prediction_leaves_out_the_tower_it_does_not_build(tmp_path)
     tower = model.vision_params * 2  # bf16 weights, one copy
     assert real.predicted["per_gpu_peak_bytes"] - random.predicted["per_gpu_peak_bytes"] == tower
     assert real.predicted["source"] == "estimate of the files"
-    assert "vision tower" in random.predicted["source"] and "vision tower" in markdown(random)
+    assert "vision-tower" in random.predicted["source"] and "vision-tower" in markdown(random)
     assert "Predicted by" not in markdown(real)
+
+
+def test_random_init_prediction_leaves_out_a_gkd_teachers_tower_too(tmp_path):
+    # teacher_config.json builds the teacher's decoder alone, as model_config.json the student's: both towers go
+    bundle = tmp_path / "g3-gkd"
+    assert cli_main(["generate", "--model", "gemma-3-4b", "--trainer", "gkd", "--teacher", "gemma-3-12b", "--method",
+                     "lora", "--gpu", "H100-80GB", "--gpus", "1", "--out", str(bundle)]) == ExitCode.OK
+    student, teacher = resolve_model("gemma-3-4b"), resolve_model("gemma-3-12b")
+
+    def run(random_init: bool):
+        return verify(bundle, probe=machine(gpus=1), runner=lambda *a, **k: None, progress=None, dry_run=True,
+                      random_init=random_init, synthetic_data=True, write_report=False)
+
+    real, random = run(False), run(True)
+    towers = (student.vision_params + teacher.vision_params) * 2  # bf16, one copy of each
+    assert real.predicted["per_gpu_peak_bytes"] - random.predicted["per_gpu_peak_bytes"] == towers
+    assert f"{(student.vision_params + teacher.vision_params) / 1e9:.2f}B vision-tower" in random.predicted["source"]
+    assert real.predicted["step_seconds"] == random.predicted["step_seconds"]  # no tower ever ran: the same time
