@@ -195,6 +195,7 @@ def make_working_copy(bundle: Path, train_src: str, plan: Plan, grad_accum: int)
     """A temporary folder that is the bundle with `grad_accum` micro-batches per step (the module docstring).
     QuickModeError when train.py cannot be rewritten; the caller removes the folder (remove_working_copy)."""
     new_train = rewrite_train(train_src, grad_accum)
+    bundle = bundle.absolute()  # the links are read from the working copy: a relative target would dangle
     work = Path(tempfile.mkdtemp(prefix="trl-advisor-verify-"))
     try:
         launch = bundle / "launch.sh"

@@ -4,6 +4,7 @@ to the plan with the speed model's breakdown; the working copy it runs in; --ful
 from __future__ import annotations
 
 import ast
+import os
 
 import pytest
 from verify_cases import H100_TARGET, MODEL, FakeRun, estimate_of, machine, make_bundle, plan
@@ -151,3 +152,24 @@ def test_a_launch_script_that_writes_logs_keeps_them_in_the_bundle(tmp_path):
     finally:
         quick.remove_working_copy(work)
     assert not work.exists() and (bundle / "logs").is_dir() and (bundle / "launch.sh").is_file()
+
+
+def test_a_bundle_named_by_a_relative_path_runs_from_its_working_copy(tmp_path, monkeypatch):
+    # `trl-advisor verify generated/NAME`, as the README shows it: the copy's links, and the metrics and random-init
+    # folders launch.sh is told, name the bundle from the copy's own folder too
+    bundle = make_bundle(tmp_path, plan(grad_accum=8))
+    monkeypatch.chdir(tmp_path)
+    relative = bundle.relative_to(tmp_path)
+    work = quick.make_working_copy(relative, (bundle / "train.py").read_text(), plan(grad_accum=8), 2)
+    try:
+        links = [p for p in work.iterdir() if p.is_symlink()]
+        assert links and all(os.readlink(p).startswith(os.sep) and p.exists() for p in links)
+    finally:
+        quick.remove_working_copy(work)
+    run = FakeRun()
+    outcome = _verify(relative, run)
+    assert outcome.quick["quick"] and run.calls[0]["cwd"] != bundle
+    command = run.calls[0]["command"]
+    for flag in ("--metrics-dir", "--random-init-dir"):
+        if flag in command:
+            assert os.path.isabs(command[command.index(flag) + 1]), command
