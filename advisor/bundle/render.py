@@ -671,6 +671,27 @@ def vllm_layout(plan: Plan, model: ModelSpec, target: Target) -> VllmLayout | No
                       idle_gpus=plan.vllm_gpus * (plan.nodes - 1), **common)
 
 
+TRL_LEARNING_RATES = {"sft": 2e-5, "gkd": 2e-5, "dpo": 1e-6, "kto": 1e-6, "grpo": 1e-6, "rloo": 1e-6}
+"""Each trainer's config default learning_rate in TRL 1.16 (trl/trainer/sft_config.py 2e-5, dpo_config.py,
+kto_config.py, grpo_config.py and rloo_config.py 1e-6; trl/experimental/gkd/gkd_config.py GKDConfig inherits
+SFTConfig's): what full fine-tuning is written with."""
+LORA_LEARNING_RATE_FACTOR = 10
+"""LoRA's best learning rate is about ten times full fine-tuning's (TRL docs, "LoRA Without Regret", after Schulman
+et al. 2025, Thinking Machines Lab): an adapter kept at the full fine-tune's rate barely moves."""
+
+
+def learning_rate(plan: Plan) -> tuple[float, str]:
+    """The AdamW learning rate train.py passes, and why: TRL's default for the trainer, times ten for an adapter."""
+    base = TRL_LEARNING_RATES[plan.trainer]
+    config = {"sft": "SFTConfig", "gkd": "GKDConfig (SFTConfig's)", "dpo": "DPOConfig", "kto": "KTOConfig",
+              "grpo": "GRPOConfig", "rloo": "RLOOConfig"}[plan.trainer]
+    if plan.method == "full":
+        return base, f"{config} default for full fine-tuning; tune it for your data"
+    return (base * LORA_LEARNING_RATE_FACTOR,
+            f"{LORA_LEARNING_RATE_FACTOR} x {config}'s {base:g}: LoRA's best rate is about ten times full "
+            "fine-tuning's (TRL docs, LoRA Without Regret); tune it for your data")
+
+
 def trainer_beta(plan: Plan) -> float | None:
     """KL coefficient for GRPO/RLOO: a reference model exists only when beta > 0 (TRL loads none at 0.0)."""
     if plan.trainer == "grpo":
@@ -1016,7 +1037,8 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
     pad = pad_to_multiple_of(plan)
     beta = trainer_beta(plan)
     pad_why = pad_reason(plan, pad)
-    extra: list[tuple[str, object, str]] = [("pad_to_multiple_of", pad, pad_why)]
+    lr, lr_why = learning_rate(plan)
+    extra: list[tuple[str, object, str]] = [("pad_to_multiple_of", pad, pad_why), ("learning_rate", lr, lr_why)]
     job = result.get("job") if isinstance(result.get("job"), dict) else None
     job_steps = job.get("steps") if job else None
     if isinstance(job_steps, int) and not isinstance(job_steps, bool) and job_steps > 0:
@@ -1056,6 +1078,8 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "config_rows": _config_rows(plan, why, extra),
         "pad_to_multiple_of": pad,
         "pad_reason": pad_why,
+        "learning_rate": lr,
+        "learning_rate_why": lr_why,
         # transformers' generate under SDPA without cuDNN attention (train.py generate_without_cudnn_attention)
         "generate_without_cudnn": generates_with_hf(plan) and plan.attn == "sdpa" and not plan.unsloth,
         "beta": beta,

@@ -125,5 +125,13 @@ def render_decision(result: dict, decision: Decision, out: str) -> str:
             label = f"not checked ({f.get('rule_severity', f['severity'])} if it fails)" if unknown else f["severity"]
             lines.append(f"  {f['id']} {label}: {f['message']}")
     # the command is for pasting into a shell: the folder name is quoted as one word, whatever it holds
-    lines.append(f"wrote    {out}/ ({len(result.get('files', []))} files): bash {shell_path(f'{out}/launch.sh')}")
+    files = len(result.get("files", []))
+    nodes = decision.chosen.plan.nodes
+    if nodes > 1:
+        # launch.sh alone stops at once on a multi-node plan (it needs node 0's address and each node's rank)
+        lines.append(f"wrote    {out}/ ({files} files): sbatch {shell_path(f'{out}/slurm.sbatch')} on SLURM, or on "
+                     f"every node MACHINE_RANK=<0..{nodes - 1}> MAIN_PROCESS_IP=<node 0> "
+                     f"bash {shell_path(f'{out}/launch.sh')}")
+    else:
+        lines.append(f"wrote    {out}/ ({files} files): bash {shell_path(f'{out}/launch.sh')}")
     return "\n".join(lines)

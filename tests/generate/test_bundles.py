@@ -213,8 +213,10 @@ def test_readme(case):
     _, p, files = case
     text = files["README.md"]
     assert p.short() in text
-    assert "bash launch.sh --max-steps 20" in text
-    assert "bash launch.sh --max-steps 5 --no-save --random-init --synthetic-data" in text
+    # a multi-node bundle runs through slurm.sbatch (launch.sh alone needs each node's rank)
+    run = "sbatch slurm.sbatch" if p.nodes > 1 else "bash launch.sh"
+    assert f"{run} --max-steps 20" in text
+    assert f"{run} --max-steps 5 --no-save --random-init --synthetic-data" in text
     assert "trl-advisor verify" in text
     assert "34.00" in text  # the predicted peak of gen_cases.result(), in GiB
     assert "does not fit: 90.0 GiB > 79.6 GiB" in text  # the rejected alternative and its reason

@@ -176,3 +176,18 @@ def test_network_hints_are_commented_exports(fsdp_bundle):
 def test_only_deepspeed_bundles_mention_deepspeed(fsdp_bundle, zero3_bundle):
     assert "deepspeed" not in (fsdp_bundle / "slurm.sbatch").read_text(encoding="utf-8").lower()
     assert "deepspeed_multinode_launcher: standard" in (zero3_bundle / "slurm.sbatch").read_text(encoding="utf-8")
+
+
+def test_the_first_command_a_multi_node_bundle_shows_is_one_that_runs(tmp_path):
+    # `bash launch.sh` alone stops at once on a multi-node plan (MAIN_PROCESS_IP, MACHINE_RANK): what generate prints
+    # and the README's run block lead with slurm.sbatch, and every bare launch.sh line carries the node's rank
+    out = tmp_path / "two"
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["generate", *FSDP_TWO_NODES, "--out", str(out)]) == 0
+    wrote = next(line for line in buffer.getvalue().splitlines() if line.startswith("wrote"))
+    assert "sbatch" in wrote and "MACHINE_RANK=<0..1> MAIN_PROCESS_IP=<node 0>" in wrote
+    block = (out / "README.md").read_text().split("pip install -r requirements.txt\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if line and not line.startswith("#")]
+    assert commands[0].startswith("sbatch slurm.sbatch")
+    assert all(not line.startswith("bash launch.sh") for line in commands), commands

@@ -90,6 +90,12 @@ def test_generate_reports_the_job_and_the_bundle_readme_says_it(tmp_path, capsys
     readme = (out / "README.md").read_text()
     assert "The whole job (--tokens): 500,000,000 tokens" in readme
     assert "--tokens 500000000" in readme  # the re-create line keeps the job size
+    # the README says what train.py does with it: stops at CONFIG's max_steps, not after one epoch
+    p = plan["plan"]
+    rows = plan["job"]["steps"] * p["micro_batch"] * p["grad_accum"] * p["num_processes"]
+    assert f"stops after these {plan['job']['steps']:,} steps" in readme and f"{rows:,} sequences" in readme
+    assert f"'max_steps': {plan['job']['steps']}," in (out / "train.py").read_text()
+    assert "one epoch of its dataset" not in readme
 
 
 def test_a_bundle_without_a_job_size_says_nothing_of_a_job(tmp_path):

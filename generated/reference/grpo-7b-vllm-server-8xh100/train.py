@@ -88,6 +88,7 @@ CONFIG = {
     'trust_remote_code': False,  # never run code from the model repository unless asked
     'overlap_comm': True,  # unused: not a DeepSpeed plan
     'pad_to_multiple_of': 64,  # prompts and completions each padded to a multiple of 64 tokens (divides the prompt budget 512 and max_completion_len 512): cuDNN attention builds a graph per new batch width; at most (prompt budget / pad) x (max_completion_len / pad) widths (GRPO bundle on prompts of 256-512 tokens, H100: 41.2 s for 12 steps against 46.8 s unpadded)
+    'learning_rate': 1e-06,  # GRPOConfig default for full fine-tuning; tune it for your data
     'beta': 0.0,  # KL coefficient: a reference model is loaded only when beta > 0; GRPOConfig default 0.0
     'vllm_server_host': '127.0.0.1',  # launch.sh starts the server on node 0, where the main process runs
     'vllm_server_port': 8000,  # launch.sh passes the same port to `vllm serve`
@@ -181,8 +182,8 @@ def build_tokenizer(args: argparse.Namespace):
     tokenizer = AutoTokenizer.from_pretrained(MODEL_ID, trust_remote_code=TRUST_REMOTE_CODE)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token  # many base models ship without one; TRL pads batches with it
-    # Conversational datasets need a chat template; for a base model without one, set chat_template_path in the
-    # config below (an instruct model's tokenizer).
+    # Conversational datasets need a chat template; for a base model without one, give the tokenizer an instruct
+    # model's template here (tokenizer.chat_template = ...): only SFTConfig has chat_template_path.
     return tokenizer
 
 
@@ -450,6 +451,7 @@ def training_config(args: argparse.Namespace) -> GRPOConfig:
         output_dir=args.output_dir,
         per_device_train_batch_size=CONFIG["micro_batch"],
         gradient_accumulation_steps=CONFIG["grad_accum"],
+        learning_rate=CONFIG["learning_rate"],
         # FSDP2 checkpoints activations itself (accelerate.yaml fsdp_activation_checkpointing); transformers raises
         # when both are on, so TRL's own switch stays off here.
         **{CHECKPOINTING_ARG: False},
