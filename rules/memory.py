@@ -42,7 +42,21 @@ def _candidates(ctx: Context) -> list[tuple[str, dict]]:
     world = p.num_processes
     sharded = p.backend == "deepspeed" and p.zero_stage == 3
     if world > 1 and not sharded and p.backend != "fsdp2" and p.sp_size <= 1:
+        # sharding, least communication first: the optimizer states (ZeRO-1), the gradients too (ZeRO-2), then the
+        # weights as well (FSDP2, ZeRO-3); a plan that fits at ZeRO-1 should not be told to take ZeRO-3
+        stage = p.zero_stage if p.backend == "deepspeed" else 0
+        for zero in (1, 2):
+            if stage < zero and not p.unsloth:
+                out.append((f"DeepSpeed ZeRO-{zero}", {"backend": "deepspeed", "zero_stage": zero}))
+        if p.backend != "deepspeed" and not p.unsloth and p.offload == "none":
+            out.append(("FSDP2", {"backend": "fsdp2", "zero_stage": 0}))
         out.append(("DeepSpeed ZeRO-3", {"backend": "deepspeed", "zero_stage": 3}))
+    # a long sequence split over GPUs (DeepSpeed Ulysses): what fits a sequence no single change of the above does
+    if world > 1 and p.sp_size <= 1 and p.cp_size <= 1 and p.seq_len >= 8192 and not p.unsloth:
+        for sp in (2, 4, 8):
+            if world % sp == 0 and ctx.model.heads % sp == 0 and p.seq_len % sp == 0:
+                out.append((f"Ulysses sequence parallel over {sp} GPUs (DeepSpeed ZeRO-{max(2, p.zero_stage)})",
+                            {"sp_size": sp, "backend": "deepspeed", "zero_stage": max(2, p.zero_stage)}))
     if p.unsloth is False and p.cp_size <= 1:
         if world == 1 and p.offload == "none":
             out.append(("DeepSpeed ZeRO-2 + CPU optimizer offload",
@@ -87,8 +101,9 @@ def fits_per_gpu(ctx: Context) -> Result:
     other processes). Above it, the first steps end in CUDA out-of-memory.
 
     ## Fix
-    The finding lists single changes that the estimator predicts fit (gradient checkpointing, a smaller
-    micro-batch with more accumulation, ZeRO-3, CPU offload, LoRA, QLoRA) and applies the first as the automatic fix.
+    The finding lists single changes that the estimator predicts fit, least invasive first (gradient checkpointing,
+    a smaller micro-batch with more accumulation, ZeRO-1, ZeRO-2, FSDP2, ZeRO-3, Ulysses sequence parallelism for
+    long sequences, CPU offload, LoRA, QLoRA) and applies the first as the automatic fix.
 
     ## Example
     Llama-3.1-8B full fine-tuning on one 24 GiB GPU fails; LoRA or ZeRO-2 with CPU optimizer offload fits.
@@ -110,8 +125,8 @@ def fits_per_gpu(ctx: Context) -> Result:
         fix = "fits with: " + "; ".join(f"{label} (peak {gib(peak_b)})" for label, _c, peak_b in alternatives)
         auto = alternatives[0][1]
     else:
-        fix = ("no single change fits: combine ZeRO-3 + offload with LoRA/QLoRA, shorten --seq-len, or use GPUs "
-               "with more memory")
+        fix = ("no single change fits: `trl-advisor generate` with the same flags searches the combinations "
+               "(sharding, sequence parallelism, micro-batch, checkpointing, LoRA/QLoRA) and says when none fits")
         auto = None
     # the limit is the usable memory less the safety margin (and FSDP2's extra share, rule MEM006): a reserve below
     # the usable memory can still not fit, and the message says by what
