@@ -23,6 +23,10 @@ def render_check(report: CheckReport) -> str:
         model = f"{report.model.id} on " if report.model is not None else ""
         lines.append(f"check {report.source}: {model}{report.target.describe()}")
         lines.append(f"  plan: {report.plan.trainer}, {report.plan.short()}")
+        if report.source == "request":
+            # check judges this one configuration; generate would search the knobs left out
+            lines.append("  (knobs not given take estimate's documented defaults; `trl-advisor generate` searches "
+                         "them)")
         lines.append("")
     for f in reportable(report.findings):
         tag = f"not checked: {f.severity} if it fails" if f.status == UNKNOWN else f.severity

@@ -106,6 +106,8 @@ class Plan:
             bits.append("grad-ckpt")
         if self.liger:
             bits.append("liger")
+        if self.unsloth:
+            bits.append("unsloth")
         if self.sp_size > 1:
             bits.append(f"ulysses sp={self.sp_size}")
         if self.cp_size > 1:
