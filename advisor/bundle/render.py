@@ -196,6 +196,8 @@ def _mdcell(value) -> str:
     so each `|` is written `\\|` (GFM 4.10). A value holding `\\|` itself cannot be written so (the cell scanner
     reads `\\\\` as an escape and splits at the pipe): it is escaped as text instead."""
     text = str(value)
+    if not text:
+        return "(none)"  # an empty code span is two backticks a reader cannot tell from a typo
     if "\\|" in text:
         return _md(text)
     return _mdcode(text).replace("|", "\\|")

@@ -112,6 +112,7 @@ def test_ordinary_text_is_written_as_it_is(text):
 def test_authored_code_spans_stay_code_spans():
     assert _mdprose("check `ds_report` shows it") == "check `ds_report` shows it"
     assert _mdcode("sdpa") == "`sdpa`" and _mdcell("paged|eager") == "`paged\\|eager`"
+    assert _mdcell("") == "(none)"  # not an empty pair of backticks (an unused teacher)
 
 
 # ------------------------------------------------------------------------------------------- a whole bundle
