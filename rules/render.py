@@ -92,8 +92,7 @@ def explain(rule_id: str) -> str:
         lines.append("Applies to: " + ", ".join(f"{p}{s}" for p, s in r.applies_to))
     if r.auto_fixable:
         lines.append("Automatic fix: yes (the planner can apply it)")
-    if r.seed_id:
-        lines.append(f"Research seed: {r.seed_id}")
+    # seed_id (the constraint catalogue row a rule came from) stays in --json: a reader of the text has no use for it
     return "\n".join(lines) + "\n"
 
 
