@@ -1,5 +1,5 @@
 """`trl-advisor` and `trl-advisor wizard` as commands: on a terminal (a pseudo-terminal here) they open the wizard
-and quit cleanly; without one they print the usage and a usage error, exit 2."""
+and quit cleanly; without one they print a one-line usage error and a hint, exit 2."""
 
 import os
 import re
