@@ -191,3 +191,21 @@ def test_the_first_command_a_multi_node_bundle_shows_is_one_that_runs(tmp_path):
     commands = [line for line in block.splitlines() if line and not line.startswith("#")]
     assert commands[0].startswith("sbatch slurm.sbatch")
     assert all(not line.startswith("bash launch.sh") for line in commands), commands
+
+
+@pytest.mark.parametrize(("visible", "seen"), [(None, "0"), ("3,5", "3"), ("", "")])
+def test_a_single_gpu_bundle_sees_one_gpu_on_a_machine_with_several(tmp_path, visible, seen):
+    # with several GPUs visible to its one process the Trainer would use nn.DataParallel, which TRL refuses
+    out = _generate(["--model", "0.5B", "--gpu", "H100-80GB", "--gpus", "1"], tmp_path / "one")
+    recs = tmp_path / "recs"
+    recs.mkdir()
+    bin_dir = make_bin(tmp_path / "bin", ("accelerate",))
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env.update({"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "STANDIN_RECORDS": str(recs),
+                "STANDIN_TRAIN": "ok"})
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    proc = subprocess.run(["bash", "launch.sh"], cwd=out, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    started = records(recs, "accelerate")
+    assert len(started) == 1 and started[0]["cuda"] == seen

@@ -13,4 +13,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 # accelerate reads accelerate.yaml; train.py holds the TRL settings.
 LAUNCH=(accelerate launch --config_file accelerate.yaml)
 
+# One training process: accelerate's single-process launch leaves every GPU visible, and with more than one the
+# Trainer wraps the model in nn.DataParallel, which TRL refuses (sft_trainer.py "does not support nn.DataParallel").
+# It sees one GPU: the first this job may use (CUDA_VISIBLE_DEVICES' first entry, else GPU 0; set but empty stays
+# empty, no GPU).
+export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES-0}"
+CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES%%,*}"
+
 exec "${LAUNCH[@]}" train.py "$@"
