@@ -378,6 +378,10 @@ def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
     for arg, key in (("per_device_train_batch_size", "micro_batch"), ("gradient_accumulation_steps", "grad_accum")):
         if f'{arg}=CONFIG["{key}"]' not in src:
             out.append(f"train.py: {arg} is not taken from CONFIG['{key}']")
+    rate = cfg.get("learning_rate")  # absent in bundles written before it was; present, AdamW needs 0 < lr < 1
+    if "learning_rate" in cfg and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
+                                       and 0 < rate < 1):
+        out.append(f"train.py: learning_rate {rate!r:.40} is not a learning rate (a number between 0 and 1)")
     pad = cfg.get("pad_to_multiple_of")
     split = sequence_split(plan)
     # what sequence parallelism needs is a multiple of split; a larger multiple (render.SHAPE_MULTIPLE) only bounds

@@ -49,3 +49,15 @@ def test_the_bundle_passes_it_and_says_why(tmp_path, capsys, argv, rate):
     assert 'learning_rate=CONFIG["learning_rate"]' in train
     row = next(line for line in (out / "README.md").read_text().splitlines() if line.startswith("| `learning_rate`"))
     assert f"`{rate!r}`" in row and "tune it" in row
+
+
+@pytest.mark.parametrize("value", ["'fast'", "0", "-1e-5", "True", "None", "5"])
+def test_a_hand_edited_rate_that_is_not_one_is_a_finding(tmp_path, capsys, value):
+    out = tmp_path / "b"
+    assert main(["generate", "--model", "0.5B", "--method", "lora", "--gpu", "H100-80GB", "--out", str(out)]) == 0
+    train = out / "train.py"
+    train.write_text(re.sub(r"^    'learning_rate': [^,]+,", f"    'learning_rate': {value},", train.read_text(),
+                            count=1, flags=re.MULTILINE))
+    capsys.readouterr()
+    assert main(["check", "--bundle", str(out)]) == 1
+    assert "learning_rate" in capsys.readouterr().out
