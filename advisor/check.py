@@ -167,13 +167,17 @@ def read_bundle(path: str, *, hardware: str | None = None,
 def files_model(files) -> tuple[str | None, str]:
     """The model the files train and where they name it: the TRL config's model_name_or_path, train.py's MODEL_ID,
     a literal id train.py loads, then plan.json's record."""
-    from advisor.bundle.consistency import train_constants
+    from advisor.bundle.consistency import name_constant_problem, train_constants
     from advisor.core.files import Unresolved
 
     value = files.trl_args.get("model_name_or_path")
     if isinstance(value, str) and not isinstance(value, Unresolved) and value:
         return value, "the TRL config model_name_or_path"
     if files.train_py:
+        problem = name_constant_problem(files.train_py, "MODEL_ID")
+        if problem:
+            # `MODEL_ID = SOMEVAR` or `torch.float16`: train.py stops before it loads anything
+            raise InputFileError(problem, hint="write the model's hub id or folder as a string in train.py's MODEL_ID")
         absent = object()
         try:
             constant = train_constants(files.train_py).get("MODEL_ID", absent)

@@ -492,7 +492,44 @@ def vllm_server_uses_its_gpus(ctx: Context) -> Result:
                 f"give the server {counts} GPUs (the counts {ctx.model.id}'s server runs on in full: generate with "
                 f"--vllm-gpus N), or keep {used} for it and train on the others")
 
+
+@rule(id="VLLM013", name="vllm-server-needs-unquantized-weights", severity="error", auto_fix=True,
+      reads=("plan.vllm_mode", "plan.method", "plan.gpus_per_node", "target.nodes"))
+def vllm_server_needs_unquantized_weights(ctx: Context) -> Result:
+    """QLoRA's policy cannot feed a vLLM server: its synced weights are packed 4-bit tensors, the server's are bf16.
+
+    ## Why
+    Before each generation TRL merges the LoRA adapters into the base weights and streams every parameter to the
+    server (VLLMGeneration._iter_named_params, server mode). On a bitsandbytes 4-bit base, PEFT's merge writes the
+    result back as a packed `Params4bit` (peft/tuners/lora/bnb.py, Linear4bit.merge), so the server receives uint8
+    tensors of shape [n, 1] for weights it holds as bf16 matrices, and the first weight sync fails. Only colocate
+    mode starts its engine with `quantization="bitsandbytes"` when the policy has 4-bit layers
+    (trl/generation/vllm_generation.py), so the packed weights load there.
+
+    ## Fix
+    `--vllm colocate` (the engine shares each training GPU and loads the 4-bit weights), or `--method lora` to keep
+    the server.
+
+    ## Example
+    GRPO, `--method qlora --vllm server` on 4 GPUs fails; `--method qlora --vllm colocate` or `--method lora
+    --vllm server` passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/generation/vllm_generation.py
+    - https://github.com/huggingface/peft/blob/v0.21.0/src/peft/tuners/lora/bnb.py
+    """
+    p = ctx.plan
+    if p.vllm_mode != "server":
+        return na("no vLLM server")
+    if p.method != "qlora":
+        return ok(f"{p.method} weights are synced to the server as bf16")
+    return fail("QLoRA with a vLLM server: the merged 4-bit weights reach the bf16 server packed (uint8), and the "
+                "first weight sync fails",
+                "use --vllm colocate (the engine loads the 4-bit weights), or --method lora to keep the server",
+                {"vllm_mode": "colocate", "vllm_gpus": 0, "vllm_mem_fraction": 0.3,
+                 "num_processes": p.gpus_per_node * ctx.target.nodes})
+
 RULES = (vllm_needs_generating_trainer, vllm_server_dedicated_gpus, vllm_colocate_tp, vllm_max_model_length,
          vllm_needs_zero3_gather, zero3_gather_off_without_vllm, vllm_serve_dense_data_parallel,
          trl_vllm_serve_deprecated, vllm_server_tp_fits, vllm_server_serves_trained_model,
-         vllm_share_holds_engine, vllm_server_uses_its_gpus)
+         vllm_share_holds_engine, vllm_server_uses_its_gpus, vllm_server_needs_unquantized_weights)

@@ -355,14 +355,66 @@ NAME_CONSTANTS = {"MODEL_ID": "the model's hub id or folder", "DATASET": "the da
 (an expression, `os.environ["DATA"]`, is decided when train.py runs and is not judged)."""
 
 
-def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
-    from advisor.core.files import Unresolved
+_RUNTIME_TEXT = (ast.Call, ast.Subscript, ast.JoinedStr, ast.BinOp, ast.IfExp, ast.BoolOp)
+"""Expressions that may give text when train.py runs (`os.environ["DATA"]`, an f-string, `a + b`): not judged."""
 
-    out = []
-    for name, what in NAME_CONSTANTS.items():
-        value = consts.get(name)
-        if name in consts and not isinstance(value, Unresolved) and not (isinstance(value, str) and value.strip()):
-            out.append(f"train.py: {name} is {repr(value)[:60]}, not {what}")
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """Names train.py itself defines: assignments, imports, functions and classes."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _name_constant_problem(node: ast.AST, name: str, what: str, own: set[str]) -> str | None:
+    """Why `NAME = <node>` cannot give from_pretrained / load_dataset a name, or None when it can (or is decided
+    at run time). A literal must be non-empty text; a bare name must be one train.py defines, not one of Python's
+    builtins (`MODEL_ID = SOMEVAR` stops with NameError); `torch.float16`, a number, a list or a comparison is no
+    name."""
+    import builtins
+
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, str) and node.value.strip():
+            return None
+        return f"train.py: {name} is {repr(node.value)[:60]}, not {what}"
+    if isinstance(node, _RUNTIME_TEXT):
+        return None
+    root = node
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Name):
+        if root.id in own:
+            return (f"train.py: {name} is {ast.unparse(node)[:60]}, not {what}"
+                    if isinstance(node, ast.Attribute) and root.id == "torch" else None)
+        if hasattr(builtins, root.id):
+            return f"train.py: {name} is {ast.unparse(node)[:60]} (Python's builtin), not {what}"
+        return (f"train.py: {name} = {ast.unparse(node)[:60]}, but train.py never defines {root.id} "
+                "(NameError when it runs)")
+    return f"train.py: {name} is {ast.unparse(node)[:60]}, not {what}"
+
+
+def name_constant_problem(src: str, name: str) -> str | None:
+    """Why train.py's module-level `NAME = ...` (a NAME_CONSTANTS name) cannot name a model or dataset, or None:
+    absent, readable, or decided when train.py runs (the last assignment counts, as Python's)."""
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    assigned = [node.value for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name]
+    if not assigned:
+        return None
+    return _name_constant_problem(assigned[-1], name, NAME_CONSTANTS[name], _module_names(tree))
+
+
+def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
+    out = [problem for problem in (name_constant_problem(src, name) for name in NAME_CONSTANTS) if problem]
     if consts.get("TRUST_REMOTE_CODE") != plan.trust_remote_code:
         out.append("train.py: TRUST_REMOTE_CODE differs from the plan's trust_remote_code")
     if not plan.trust_remote_code and re.search(r"""trust_remote_code["']?\s*[:=]\s*True""", src):
@@ -376,7 +428,8 @@ def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
     if consts.get("DTYPE") != want_dtype:
         out.append(f"train.py: DTYPE {consts.get('DTYPE')} but precision {plan.precision} loads {want_dtype}")
     for arg, key in (("per_device_train_batch_size", "micro_batch"), ("gradient_accumulation_steps", "grad_accum")):
-        if f'{arg}=CONFIG["{key}"]' not in src:
+        # the whole argument: `CONFIG["micro_batch"] * 8` is not CONFIG's value
+        if not re.search(rf'{arg}=CONFIG\["{key}"\]\s*[,)\n#]', src):
             out.append(f"train.py: {arg} is not taken from CONFIG['{key}']")
     rate = cfg.get("learning_rate")  # absent in bundles written before it was; present, AdamW needs 0 < lr < 1
     if "learning_rate" in cfg and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
@@ -523,6 +576,18 @@ def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
     return out
 
 
+def accelerate_flag(src: str, name: str) -> str | None:
+    """The last value launch.sh gives `accelerate launch --NAME`, in every spelling accelerate's parser takes:
+    `--config_file X`, `--config_file=X`, `--config-file X` (accelerate/commands/utils.py _StoreAction adds the dashed
+    form of each underscored option; the parser allows no abbreviation), the value bare or quoted. None when absent."""
+    spelled = re.escape(name).replace("_", "[_-]")
+    found = re.findall(rf"""(?<![\w-])--{spelled}(?:=|[ \t]+)("[^"\n]*"|'[^'\n]*'|[^\s)'"]+)""", src)
+    if not found:
+        return None
+    value = found[-1]
+    return value[1:-1] if value[:1] in "'\"" and value[-1:] == value[:1] else value
+
+
 def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
     if "launch.sh" not in files:
         return []
@@ -532,18 +597,17 @@ def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
         out.append("launch.sh: no `set -euo pipefail`")
     if '"$@"' not in src:
         out.append('launch.sh: does not pass "$@" on to train.py')
-    if "--config_file accelerate.yaml" not in src:
+    if not re.fullmatch(r"(\./)?accelerate\.yaml", accelerate_flag(src, "config_file") or ""):
         out.append("launch.sh: does not launch with --config_file accelerate.yaml")
     if not plan.trust_remote_code and "--trust-remote-code" in src:
         out.append("launch.sh: --trust-remote-code although the plan does not ask for it")
     if plan.nodes > 1:
-        for flag, want in (("--num_machines", plan.nodes), ("--num_processes", plan.num_processes)):
-            m = re.search(rf"{flag}\s+'?(\d+)'?", src)
-            if not m or int(m.group(1)) != want:
-                out.append(f"launch.sh: {flag} must be {want}")
-        for flag in ("--machine_rank", "--main_process_ip", "--main_process_port"):
-            if flag not in src:
-                out.append(f"launch.sh: multi-node launch lacks {flag}")
+        for flag, want in (("num_machines", plan.nodes), ("num_processes", plan.num_processes)):
+            if accelerate_flag(src, flag) != str(want):
+                out.append(f"launch.sh: --{flag} must be {want}")
+        for flag in ("machine_rank", "main_process_ip", "main_process_port"):
+            if accelerate_flag(src, flag) is None:
+                out.append(f"launch.sh: multi-node launch lacks --{flag}")
     server = "vllm serve" in src
     if server != (plan.vllm_mode == "server"):
         out.append(f"launch.sh: vllm serve {'started' if server else 'missing'} for vllm_mode {plan.vllm_mode}")
@@ -583,11 +647,37 @@ def _check_slurm(files: dict[str, str], plan: Plan) -> list[str]:
         out.append(f"slurm.sbatch: --nodes={directives.get('--nodes')} but the plan has {plan.nodes} nodes")
     if directives.get("--ntasks-per-node") != "1":
         out.append("slurm.sbatch: one task per node (each runs one accelerate launch)")
-    if directives.get("--gres") != f"gpu:{plan.gpus_per_node}":
-        out.append(f"slurm.sbatch: --gres={directives.get('--gres')} but each node has {plan.gpus_per_node} GPUs")
+    gpus = _slurm_gpus_per_node(directives)
+    if gpus != plan.gpus_per_node:
+        asked = (f"--gres={directives['--gres']}" if "--gres" in directives else
+                 f"--gpus-per-node={directives['--gpus-per-node']}" if "--gpus-per-node" in directives else
+                 "no --gres / --gpus-per-node")
+        out.append(f"slurm.sbatch: {asked} but each node has {plan.gpus_per_node} GPUs")
     if "set -euo pipefail" not in src or "scontrol show hostnames" not in src or "srun" not in src:
         out.append("slurm.sbatch: needs set -euo pipefail, the head node from scontrol, and srun")
     return out
+
+
+def _slurm_gpus_per_node(directives: dict[str, str]) -> int | None:
+    """The GPUs per node a job asks for: `--gres=gpu:8`, `--gres=gpu:h100:8` (name[:type][:count], one when no count
+    is written; several resources comma-separated) or sbatch's `--gpus-per-node=8` / `=h100:8`. None when neither
+    names a count."""
+
+    def count(text: str) -> int | None:
+        return int(text) if text.isascii() and text.isdigit() else None
+
+    if "--gres" in directives:
+        for item in directives["--gres"].split(","):
+            parts = item.split(":")
+            if parts[0] == "gpu":
+                if len(parts) == 1:
+                    return 1
+                n = count(parts[-1])
+                return n if n is not None else (1 if len(parts) == 2 else None)  # gpu:h100 is one of that type
+        return None
+    if "--gpus-per-node" in directives:
+        return count(directives["--gpus-per-node"].split(":")[-1])
+    return None
 
 
 def _check_requirements(files: dict[str, str], plan: Plan) -> list[str]:

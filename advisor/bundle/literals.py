@@ -10,9 +10,11 @@ ARITHMETIC_LIMIT = 1 << 62
 """The largest number a CONFIG value's arithmetic may reach: `2 * 8` is a micro-batch, `10 ** 30` no value here."""
 
 
-def literal_value(node) -> Any:
+def literal_value(node, leaf=None) -> Any:
     """A CONFIG value as Python would give it: a literal, or integer/float arithmetic of literals (`2 * 8`, `1 << 10`,
-    `-(1)`) within ARITHMETIC_LIMIT; anything else Unresolved(its source text)."""
+    `-(1)`) within ARITHMETIC_LIMIT; anything else Unresolved(its source text). `leaf`, when given, reads the other
+    operands (a name or `CONFIG["micro_batch"]` the reader knows, so that `CONFIG["micro_batch"] * 8` is the number
+    Python computes, not the plain CONFIG value): it returns a value, and only an int or float (never a bool) counts."""
     import ast
     import operator
 
@@ -33,6 +35,10 @@ def literal_value(node) -> Any:
             if abs(v) > ARITHMETIC_LIMIT:
                 raise ValueError("too large")
             return v
+        if leaf is not None and not isinstance(n, (ast.Constant, ast.UnaryOp, ast.BinOp)):
+            v = leaf(n)
+            if type(v) in (int, float):
+                return v
         raise ValueError("not arithmetic")
 
     try:

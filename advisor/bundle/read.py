@@ -520,10 +520,10 @@ def _value(node: ast.AST, constants: dict[str, Any]) -> Any:
                 isinstance(right, (str, int, float, bool, type(None))):
             return (left == right) if isinstance(node.ops[0], ast.Eq) else (left != right)
     if isinstance(node, (ast.BinOp, ast.UnaryOp)):
-        # `4 * 2`, `1 << 10`: arithmetic of literals, read as train.py's CONFIG is (advisor.bundle.literals)
+        # `4 * 2`, `CONFIG["micro_batch"] * 8`: arithmetic of literals and known values (advisor.bundle.literals)
         from advisor.bundle.literals import literal_value
 
-        return literal_value(node)
+        return literal_value(node, leaf=lambda n: _value(n, constants))
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
         return node.attr  # torch.bfloat16 -> "bfloat16"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _FUNC_PREFIX + node.func.id in constants:

@@ -99,6 +99,8 @@ VLLM_HOST = "127.0.0.1"
 """Only the main training process talks to the server (trl/generation/vllm_client.py), and it runs on node 0."""
 VLLM_PORT = 8000  # GRPOConfig.vllm_server_port default, and vLLM's
 VLLM_STARTUP_TIMEOUT_S = 900  # first start downloads and compiles (CUDA graphs): minutes for 70B-class models
+RENDEZVOUS_MARGIN_S = 300  # a multi-node vLLM-server plan's other nodes wait at the rendezvous for the server's
+# start plus this: node 0's own accelerate/torchrun start and model load before it joins (a 70B checkpoint's shards)
 VLLM_HEALTH_POLL_S = 2  # seconds between /health probes: VLLMClient.check_server's own retry_interval (2.0)
 VLLM_SCALE_OUT_SINCE = "0.30.0"  # trl/scripts/vllm_serve.py adds --enable-scale-out from this vLLM release
 # Seconds launch.sh gives the vLLM server and the training to exit after SIGTERM before it sends SIGKILL. torchrun's
@@ -1101,6 +1103,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "vllm_port": VLLM_PORT,
         "vllm_server_mem": SERVER_MEM_FRACTION,
         "vllm_timeout": VLLM_STARTUP_TIMEOUT_S,
+        "rendezvous_margin": RENDEZVOUS_MARGIN_S,
         "vllm_poll": VLLM_HEALTH_POLL_S,
         "stop_timeout": STOP_TIMEOUT_S,
         "main_process_port": MAIN_PROCESS_PORT,

@@ -224,13 +224,21 @@ def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_
         best = max(group, key=lambda c: (c.feasible, c.tokens_per_second))
         return (not best.feasible, best.plan.method != same, -best.tokens_per_second)
 
+    # A family none of whose candidates passes the rules is shown once per rule it breaks, after the families that
+    # could run: five server plans all refused by one rule (QLoRA's packed weights, VLLM013) would otherwise crowd
+    # out every plan a user could pick instead.
     alts: list[Candidate] = []
+    broken: dict[str, Candidate] = {}
     for group in sorted(families.values(), key=order):
         group.sort(key=lambda c: (not c.feasible, -c.tokens_per_second))
-        pick = next((c for c in group if passes_rules(c)), group[0])
-        alts.append(pick)
-        if len(alts) >= limit:
-            break
+        pick = next((c for c in group if passes_rules(c)), None)
+        if pick is not None:
+            alts.append(pick)
+            if len(alts) >= limit:
+                break
+        else:
+            broken.setdefault(group[0].rejected_because.partition(":")[0], group[0])
+    alts += list(broken.values())[:max(0, limit - len(alts))]
     for c in alts:
         if c.feasible and chosen is not None:
             if c.plan.method != chosen.plan.method and c.tokens_per_second >= chosen.tokens_per_second:

@@ -194,11 +194,11 @@ def test_requirements(case):
         if "/" in p.attn or p.attn == "flash_attention_2":  # transformers 5.17.0's KERNELS_MIN/MAX_VERSION
             assert "kernels>=0.16.0,<0.17" in lines
     elif "/" in p.attn or p.attn == "flash_attention_2":
-        # hub kernels keep TRL 1.16's transformers 5.24.0, whose KERNELS_MIN/MAX_VERSION are 0.18.2 / 0.19.0
-        # (transformers 5.24.0 utils/import_utils.py); the index serves kernels 0.18.3 (2026-12-07)
-        assert "trl==1.16.0" in lines and "transformers==5.24.0" in lines and "kernels>=0.18.2,<0.19" in lines
+        # hub kernels keep TRL 1.16's transformers 5.25.0, whose KERNELS_MIN/MAX_VERSION are 0.19.1 / 0.20.0
+        # (transformers 5.25.0 utils/import_utils.py); the index serves kernels 0.19.1 (2026-12-07)
+        assert "trl==1.16.0" in lines and "transformers==5.25.0" in lines and "kernels>=0.19.1,<0.20" in lines
     else:
-        assert "trl==1.16.0" in lines and "transformers==5.24.0" in lines and "accelerate==1.15.0" in lines
+        assert "trl==1.16.0" in lines and "transformers==5.25.0" in lines and "accelerate==1.15.0" in lines
     assert ("deepspeed" in names) is (p.backend == "deepspeed")
     assert ("vllm" in names) is (p.vllm_mode != "none")
     if p.vllm_mode != "none":

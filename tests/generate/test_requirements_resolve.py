@@ -108,17 +108,17 @@ def test_vllm_environments_pin_what_vllm_requires():
         assert needs, f"no requirements recorded for vllm {pins['vllm']}"
         for package, spec in needs.items():
             assert vercmp.satisfies(pins[package], spec), (env, package, pins[package], spec)
-    assert bundle_pins(build_plan(**LARGEST["trl"]))["transformers"] == "5.24.0"
+    assert bundle_pins(build_plan(**LARGEST["trl"]))["transformers"] == "5.25.0"
 
 
 def test_hub_kernels_keep_the_environments_transformers():
     """A hub-kernel or flash_attention_2 plan pins `kernels` in the range of the transformers its environment
-    already pins, and moves nothing: transformers 5.24.0 (KERNELS_MIN/MAX_VERSION 0.18.2 / 0.19.0 in its
-    utils/import_utils.py; kernels 0.18.3 is on the index, 2026-12-07) for TRL 1.16, and 5.17.0 (0.16.0 / 0.17.0)
+    already pins, and moves nothing: transformers 5.25.0 (KERNELS_MIN/MAX_VERSION 0.19.1 / 0.20.0 in its
+    utils/import_utils.py; kernels 0.19.1 is on the index, 2026-12-07) for TRL 1.16, and 5.17.0 (0.16.0 / 0.17.0)
     where vLLM 0.31.0 caps transformers below 5.18."""
     for attn in ("flash_attention_2", "kernels-community/flash-attn3"):
         plain = bundle_pins(build_plan(attn=attn))
-        assert (plain["transformers"], plain["kernels"]) == ("5.24.0", ">=0.18.2,<0.19"), attn
+        assert (plain["transformers"], plain["kernels"]) == ("5.25.0", ">=0.19.1,<0.20"), attn
         without = bundle_pins(build_plan())
         assert {k: v for k, v in plain.items() if k != "kernels"} == without, "kernels moved another pin"
         for mode in ("colocate", "server"):

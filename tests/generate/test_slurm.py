@@ -142,6 +142,18 @@ def test_two_node_grpo_server_starts_the_server_on_node_0_only(tmp_path):
     served = records(recs, "vllm")
     assert len(served) == 1 and served[0]["cuda"] == "4,5,6,7"
     assert [r["cuda"] for r in records(recs, "accelerate")] == ["0,1,2,3", "0,1,2,3"]
+    # node 1 starts at once and waits for node 0 at torch's static rendezvous (600 s by default), while node 0 may
+    # wait VLLM_STARTUP_TIMEOUT (900 s) for the server: every node's rendezvous outlasts that wait
+    for rec in records(recs, "accelerate"):
+        argv = rec["argv"]
+        assert argv[argv.index("--rdzv_conf") + 1] == "timeout=1200", argv
+
+
+def test_a_two_node_server_timeout_that_is_no_number_stops_before_anything_starts(tmp_path):
+    bundle = _generate(GRPO_SERVER_TWO_NODES, tmp_path / "gen" / "grpo")
+    rc, err, recs = _submit(bundle, tmp_path, bundle.parent, VLLM_STARTUP_TIMEOUT="15m")
+    assert rc != 0 and "VLLM_STARTUP_TIMEOUT must be a whole number of seconds, not '15m'" in err
+    assert not records(recs, "vllm") and not records(recs, "accelerate")
 
 
 def _directives(text: str) -> dict[str, str]:

@@ -37,6 +37,11 @@ CASES = {
     # full fine-tuning with beta > 0: TRL builds the reference model itself, from the checkpoint's config.json
     "rloo-full-ref": dict(trainer="rloo", ref_model="copy", seq_len=48, micro_batch=2, grad_accum=1,
                           num_generations=2, max_completion_len=16),
+    # the same under FSDP2: train.py hands TRL the path and the policy's load arguments (device_map None), since
+    # TRL would load the reference with device_map "auto" on every process (rloo_trainer.py sets None for DDP and
+    # DeepSpeed only)
+    "rloo-full-ref-fsdp2": dict(trainer="rloo", ref_model="copy", backend="fsdp2", seq_len=48, micro_batch=2,
+                                grad_accum=1, num_generations=2, max_completion_len=16),
     # GKD with its own teacher (a random model of the teacher's architecture, from teacher_config.json)
     "gkd": dict(trainer="gkd", ref_model="copy", teacher="Qwen/Qwen2.5-0.5B", teacher_params=494032768, seq_len=64,
                 micro_batch=2, grad_accum=2, max_completion_len=16),
@@ -52,6 +57,8 @@ def test_train_two_steps_on_cpu(name, tmp_path):
     p = plan(**CASES[name])
     out = tmp_path / "bundle"
     write_bundle(render_bundle(p, MODELS["qwen2.5-1.5b"], target(), result(p)), str(out), force=False)
+    if p.backend == "fsdp2" and p.trainer in ("grpo", "rloo") and p.method == "full":
+        assert "config.model_init_kwargs = model_kwargs(args)" in (out / "train.py").read_text()
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                CUDA_VISIBLE_DEVICES="", HF_HOME=str(tmp_path / "hf"),
                PYTHONWARNINGS="always::DeprecationWarning,always::FutureWarning")

@@ -25,9 +25,9 @@ def test_the_gpu_machines_transformers_is_a_warning_with_the_pip_line(tmp_path):
     step = _packages(make_bundle(tmp_path), transformers="5.17.0")
     assert step.status == "pass"
     (warning,) = step.warnings
-    assert "transformers 5.17.0 installed, the bundle pins 5.24.0: inside the range that works" in warning
+    assert "transformers 5.17.0 installed, the bundle pins 5.25.0: inside the range that works" in warning
     assert "TRL requires transformers>=4.56.2" in warning and "the version rules pass" in warning
-    assert warning.endswith("pip install transformers==5.24.0")
+    assert warning.endswith("pip install transformers==5.25.0")
     assert "1 inside the working range" in step.detail
 
 

@@ -41,7 +41,7 @@ H100 = GpuSpec(
 PREDICTED_PEAK = 20 * GIB
 PREDICTED_TPS = 40_000.0
 
-INSTALLED = {"torch": "2.13.0", "transformers": "5.24.0", "trl": "1.16.0", "accelerate": "1.15.0",
+INSTALLED = {"torch": "2.13.0", "transformers": "5.25.0", "trl": "1.16.0", "accelerate": "1.15.0",
              "deepspeed": "0.19.8", "peft": "0.21.2", "liger-kernel": "0.8.5", "vllm": None, "unsloth": None,
              "flash-attn": None, "bitsandbytes": "0.50.2", "kernels": None, "datasets": "5.2.0"}
 """The versions requirements.txt pins (rules/data/pins.toml), written out: a machine set up from the bundle."""
