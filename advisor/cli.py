@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import decimal
 import json
+import math
 import os
 import re
 import sys
@@ -25,22 +26,27 @@ EPILOG = """examples:
 """
 
 
+_ASCII_INT = re.compile(r"-?[0-9]+")
+_ASCII_NUMBER = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+"""What a flag's number may look like. Python's int() and float() also take '1_0', ' 8 ', '+4' and digits of other
+scripts ('٨'), and float() 'nan' and 'inf': none is a number a user means on a command line, so each is refused
+with the flag's own message rather than read as something else."""
+
+
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    return value
+    if not _ASCII_INT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(text)
 
 
 def _count(text: str) -> int:
     """A job size: a whole number, also written as 1e9 or 2.5e9 (read exactly, as a decimal: no float rounding)."""
-    try:
+    if _ASCII_INT.fullmatch(text):
         return int(text)
-    except ValueError:
-        pass
+    if not _ASCII_NUMBER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a whole number (1000000000 or 1e9), got {text!r}")
     try:
-        value = decimal.Decimal(text.strip())
+        value = decimal.Decimal(text)
     except decimal.InvalidOperation:
         raise argparse.ArgumentTypeError(f"expected a whole number (1000000000 or 1e9), got {text!r}") from None
     if not value.is_finite() or value != value.to_integral_value() or abs(value.adjusted()) > 30:
@@ -49,10 +55,12 @@ def _count(text: str) -> int:
 
 
 def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not _ASCII_NUMBER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    return value
 
 
 def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True, where: bool = True) -> None:

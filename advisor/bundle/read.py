@@ -600,6 +600,17 @@ def check_plan_json(doc: dict, where: str = "plan.json") -> None:
             problem = safeio.value_problem(hw[key], kind, low=low, high=high)
             if problem:
                 fail(f"hardware.{key}", problem)
+    if hw.get("gpu") is not None:
+        # the GPU the plan was made for: check and verify predict on it, so a name the catalogue lacks is the
+        # file's fault, named as such (not the --gpu flag's "unknown GPU")
+        from advisor.catalog import resolve_gpu
+        from advisor.core.errors import AdvisorError
+
+        try:
+            resolve_gpu(hw["gpu"])
+        except AdvisorError as exc:
+            why = "is ambiguous" if "ambiguous" in exc.message else "is not a GPU of the catalogue"
+            fail("hardware.gpu", f"is {safeio.shown(hw['gpu'])}, which {why} (`trl-advisor gpus` lists them)")
     plan = _section(doc, "plan", where)
     found = plan_value_problem(plan)
     if found:

@@ -268,3 +268,19 @@ def test_a_name_constant_given_as_an_expression_is_not_judged(bundles, tmp_path,
     train.write_text(text)
     code, doc, err = _check(capsys, folder)
     assert code == 0, (err, doc.get("findings"))
+
+
+@pytest.mark.parametrize(("gpu", "why"), [("XYZ", "is not a GPU of the catalogue"), ("", "is not a GPU of the catalogue"),
+                                          ("V100", "is ambiguous")])
+@pytest.mark.parametrize("command", ["check", "verify"])
+def test_a_plan_json_gpu_the_catalogue_lacks_names_plan_json_in_check_and_verify(bundles, tmp_path, capsys, gpu,
+                                                                                  why, command):
+    """check and verify predict on the GPU plan.json names: a name the catalogue does not know is plan.json's fault,
+    one line naming the file and key, and the same usage error (exit 2) in both."""
+    folder = _copy(bundles["sft"], tmp_path)
+    doc = json.loads((folder / "plan.json").read_text())
+    doc["hardware"]["gpu"] = gpu
+    (folder / "plan.json").write_text(json.dumps(doc))
+    argv = ["check", "--bundle", str(folder)] if command == "check" else ["verify", str(folder), "--dry-run"]
+    code, _, err = _run(capsys, argv)
+    assert code == 2 and f"plan.json: hardware.gpu is {gpu!r}, which {why}" in err, err
