@@ -950,9 +950,108 @@ def remote_code_not_run(ctx: Context) -> Result:
                 "estimate models", f"nothing if the built-in class is the model; else {TRUST_FIX}")
 
 
+# (argument, trainers it belongs to (None: every one), low, low inclusive, high, high inclusive, whole number,
+#  where the bound is enforced or why it matters). The TRL config's own fields (files.trl_args) as train.py passes
+# them, CONFIG's edits included (`beta=CONFIG["beta"]`).
+_HYPER = (
+    ("beta", ("grpo", "rloo", "dpo", "kto"), 0.0, True, None, False, False,
+     "the KL / preference coefficient: a negative one rewards moving away from the reference, None fails in the loss"),
+    ("beta", ("gkd",), 0.0, True, 1.0, True, False, "GKDConfig.__post_init__: beta must be in [0, 1]"),
+    ("lmbda", ("gkd",), 0.0, True, 1.0, True, False, "GKDConfig.__post_init__: lmbda must be in [0, 1]"),
+    ("temperature", ("grpo", "rloo", "gkd"), 0.0, False, None, False, False,
+     "sampling divides the logits by it (logits / temperature)"),
+    ("num_generations", ("grpo", "rloo"), 2, True, None, False, True,
+     "GRPOConfig/RLOOConfig.__post_init__: at least 2 completions per prompt to compute advantages"),
+    ("max_completion_length", ("grpo", "rloo", "gkd"), 1, True, None, False, True, "completions of no token"),
+    ("logging_steps", None, 0.0, False, None, False, False,
+     "TrainingArguments.__post_init__: logging strategy steps requires non-zero logging_steps"),
+    ("save_steps", None, 0.0, False, None, False, False,
+     "TrainingArguments.__post_init__: save strategy steps requires non-zero save_steps"),
+    ("max_grad_norm", None, 0.0, True, None, False, False, "clip_grad_norm_ to a negative norm"),
+    ("weight_decay", None, 0.0, True, None, False, False, "AdamW's decay: a negative one grows the weights"),
+)
+_LORA = (
+    ("lora_dropout", 0.0, True, 1.0, False, False, "torch.nn.Dropout(p) needs 0 <= p <= 1; p = 1 zeroes the adapter's input"),
+    ("r", 1, True, None, False, True, "LoraConfig: a rank of at least 1"),
+    ("lora_alpha", 0.0, False, None, False, False, "the adapter's scale is lora_alpha / r"),
+)
+
+
+def _out_of_range(name, value, low, low_in, high, high_in, whole) -> str | None:
+    """Why `value` is no valid `name`, or None. Unread values (an expression) are not judged."""
+    from advisor.core.files import Unresolved
+
+    if isinstance(value, Unresolved):
+        return None
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return f"{name} is {value!r:.40}, not a number"
+    if whole and value != int(value):
+        return f"{name} is {value}, not a whole number"
+    bounds = (f"{'>=' if low_in else '>'} {low:g}" if low is not None else "") + \
+        (f"{' and ' if low is not None else ''}{'<=' if high_in else '<'} {high:g}" if high is not None else "")
+    if (low is not None and (value < low or (value == low and not low_in))) or \
+            (high is not None and (value > high or (value == high and not high_in))):
+        return f"{name} is {value:g}, must be {bounds}"
+    if name in ("logging_steps", "save_steps") and value > 1 and value != int(value):
+        return f"{name} is {value:g}: above 1 it must be a whole number of steps (a fraction of the run below 1)"
+    return None
+
+
+@rule(id="CFG023", name="trainer-hyperparameters-in-range", severity="error",
+      reads=("plan.trainer", "files.trl_args", "files.configs"))
+def trainer_hyperparameters_in_range(ctx: Context) -> Result:
+    """The trainer's and the adapter's numbers must be ones the libraries accept: beta, lmbda, temperature,
+    num_generations, logging/save steps, the gradient norm, weight decay, and LoRA's dropout, rank and alpha.
+
+    ## Why
+    A hand-edited value outside its range either stops the run at start-up (GKDConfig refuses lmbda or beta outside
+    [0, 1]; GRPOConfig and RLOOConfig refuse fewer than 2 generations; TrainingArguments refuses logging_steps 0 and
+    a fractional count above 1) or trains something else than meant (a negative KL coefficient pushes the policy
+    away from its reference, a negative weight decay grows the weights, lora_dropout 1 zeroes every adapter input),
+    and None fails inside the loss after the model has loaded. The memory and speed check says nothing about these.
+
+    ## Fix
+    Put the value back in range (the finding names it and its bounds), or re-create the bundle with
+    `trl-advisor generate --force`.
+
+    ## Example
+    GKD with `lmbda=1.5` fails, with 0.5 passes; GRPO with `beta=-0.1` fails; `lora_dropout=5` fails, 0.05 passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/experimental/gkd/gkd_config.py
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/grpo_config.py
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/training_args.py
+    - https://github.com/huggingface/peft/blob/v0.21.0/src/peft/tuners/lora/config.py
+    """
+    if ctx.files is None:
+        return na(NO_FILES)
+    trainer = ctx.plan.trainer
+    problems = []
+    checked = 0
+    for name, trainers, low, low_in, high, high_in, whole, why in _HYPER:
+        if (trainers is None or trainer in trainers) and ctx.has_arg(name):
+            checked += 1
+            problem = _out_of_range(name, ctx.arg(name), low, low_in, high, high_in, whole)
+            if problem:
+                problems.append(f"{problem} ({why})")
+    lora = ctx.files.configs.get("LoraConfig") or {}
+    for name, low, low_in, high, high_in, whole, why in _LORA:
+        if name in lora:
+            checked += 1
+            problem = _out_of_range(name, lora[name], low, low_in, high, high_in, whole)
+            if problem:
+                problems.append(f"LoraConfig {problem} ({why})")
+    if not checked:
+        return na("the files set none of these numbers")
+    if problems:
+        return fail("; ".join(problems), "put each value back in its range, or re-create the bundle "
+                    "(trl-advisor generate --force)")
+    return ok(f"{checked} value(s) in range")
+
+
 RULES = (accelerate_ds_file_duplicates, deepspeed_auto_outside_hf, deepspeed_values_match, deepspeed_train_batch_size,
          bf16_and_fp16_both, zero3_save_gather, offload_param_below_zero3, offload_ratio_needs_zero3, zero_unknown_key,
          zero_invalid_value, accelerate_unknown_key, accelerate_num_processes, trl_argument_removed,
          trl_yaml_key_ignored, warmup_num_steps_positive, zero3_peft_reentrant, selective_checkpointing,
          trl_import_moved, launch_needs_launcher, offload_replaces_optimizer, remote_code_needs_trust,
-         remote_code_not_run)
+         remote_code_not_run, trainer_hyperparameters_in_range)
