@@ -8,7 +8,7 @@ import difflib
 import re
 
 from advisor.catalog.hf_config import BUILT_IN_MODEL_TYPES
-from rules.common import NO_FILES, as_float, as_int, is_auto, truthy, uses_peft, uses_zero3
+from rules.common import NO_FILES, as_float, as_int, gib, is_auto, truthy, uses_peft, uses_zero3
 from rules.datafiles import load_toml
 from rules.model import Context, Result, fail, na, ok
 from rules.registry import rule
@@ -1049,9 +1049,76 @@ def trainer_hyperparameters_in_range(ctx: Context) -> Result:
     return ok(f"{checked} value(s) in range")
 
 
+_BUCKETS = (
+    # (key, what the estimate assumes for "auto" in elements as a multiple of hidden^2, copies held on the GPU)
+    ("reduce_bucket_size", 1.0, None),
+    ("stage3_prefetch_bucket_size", 0.9, 1),
+)
+"""ZeRO's GPU buffers sized by ds_config: the HF integration fills "auto" with hidden^2 elements for the reduce
+bucket and 0.9 x hidden^2 for ZeRO-3's prefetch (transformers integrations/deepspeed.py trainer_config_finalize),
+which advisor.model.buffers.zero_bucket_bytes counts; a number written instead is a buffer of that many elements."""
+
+
+@rule(id="CFG024", name="zero-buffers-fit-the-headroom", severity="error",
+      reads=("files.ds_config.zero_optimization", "plan.zero_stage", "plan.overlap_comm", "plan.precision",
+             "model.hidden"))
+def zero_buffers_fit_the_headroom(ctx: Context) -> Result:
+    """ZeRO bucket sizes written as numbers must fit in what the plan leaves free: the estimate counts "auto".
+
+    ## Why
+    ZeRO-1/2 allocate their reduce bucket (two with overlap_comm) and ZeRO-3 its reduce bucket, staging buffer and
+    prefetched parameters at the size ds_config gives, in the 16-bit dtype (stage_1_and_2.py setup_buckets,
+    stage3.py). The bundles write "auto", which the HF integration turns into hidden^2 elements (0.9 x hidden^2 for
+    the prefetch), and the memory estimate counts those. A number written by hand is a buffer of that many
+    elements: 5e10 is about 93 GiB in bf16, an out-of-memory the estimate cannot see.
+
+    ## Fix
+    Write "auto" back, or a size whose extra bytes fit in the plan's headroom (the finding says how much that is).
+
+    ## Example
+    ZeRO-2 on an 8B model with `"reduce_bucket_size": 5e10` fails; "auto" or 5e8 passes.
+
+    ## References
+    - https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/deepspeed/runtime/zero/stage_1_and_2.py
+    - https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/deepspeed/runtime/zero/stage3.py
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/integrations/deepspeed.py
+    """
+    if _ds(ctx) is None or not ctx.files.zero:
+        return na("no zero_optimization block")
+    p = ctx.plan
+    if p.backend != "deepspeed" or p.zero_stage == 0:
+        return na("no ZeRO-1/2/3 buckets")
+    if ctx.memory is None:
+        return na("no memory estimate")
+    width = 4 if p.precision == "fp32" else 2
+    hidden2 = ctx.model.hidden * ctx.model.hidden
+    extra, written = 0, []
+    for key, auto_share, copies in _BUCKETS:
+        value = ctx.files.zero.get(key)
+        if key.startswith("stage3_") and p.zero_stage != 3:
+            continue
+        if value is None or is_auto(value):
+            continue
+        elements = as_float(value)
+        if elements is None or elements < 0:
+            continue  # DeepSpeed's own validation (CFG010's kind) refuses it
+        held = copies if copies is not None else (2 if p.zero_stage == 3 or p.overlap_comm else 1)
+        more = int(max(0.0, elements - auto_share * hidden2) * width * held)
+        extra += more
+        written.append(f"{key} {elements:.3g} ({gib(more)} more than 'auto')")
+    if not written:
+        return na("bucket sizes are 'auto' or not written")
+    spare = int(getattr(ctx.memory, "headroom_bytes", 0))
+    if extra <= max(spare, 0):
+        return ok(f"{'; '.join(written)}: within the plan's {gib(spare)} headroom")
+    return fail(f"{'; '.join(written)}: {gib(extra)} of ZeRO buffers the estimate does not count, and the plan leaves "
+                f"{gib(max(spare, 0))} free per GPU", "write \"auto\" back (hidden^2 elements), or a size whose extra "
+                "bytes fit the headroom")
+
+
 RULES = (accelerate_ds_file_duplicates, deepspeed_auto_outside_hf, deepspeed_values_match, deepspeed_train_batch_size,
          bf16_and_fp16_both, zero3_save_gather, offload_param_below_zero3, offload_ratio_needs_zero3, zero_unknown_key,
          zero_invalid_value, accelerate_unknown_key, accelerate_num_processes, trl_argument_removed,
          trl_yaml_key_ignored, warmup_num_steps_positive, zero3_peft_reentrant, selective_checkpointing,
          trl_import_moved, launch_needs_launcher, offload_replaces_optimizer, remote_code_needs_trust,
-         remote_code_not_run, trainer_hyperparameters_in_range)
+         remote_code_not_run, trainer_hyperparameters_in_range, zero_buffers_fit_the_headroom)

@@ -346,7 +346,7 @@ def check_bundle_files(files: dict[str, str]) -> list[str]:
     problems += _check_launch(files, plan, cfg)
     problems += _check_slurm(files, plan)
     problems += _check_requirements(files, plan)
-    problems += _check_model_config(files)
+    problems += _check_model_config(files, plan)
     return problems
 
 
@@ -444,6 +444,11 @@ def _check_train(src: str, consts: dict, plan: Plan, cfg: dict) -> list[str]:
                    f"need a multiple of {split}")
     elif pad is not None and not (isinstance(pad, int) and not isinstance(pad, bool) and pad > 0):
         out.append(f"train.py: pad_to_multiple_of {pad!r} is not a positive number of tokens")
+    if isinstance(pad, int) and not isinstance(pad, bool) and pad > plan.seq_len:
+        # the collator pads every batch up to the next multiple: each is then at least `pad` tokens long, longer
+        # than the sequences the estimate and the rules plan for
+        out.append(f"train.py: pad_to_multiple_of {pad} is longer than seq_len {plan.seq_len}: every batch would be "
+                   f"padded to {pad} tokens")
     # the switch as train.py writes it now (CHECKPOINTING_ARG, the name transformers has), or in older bundles
     if plan.backend == "fsdp2" and plan.grad_ckpt and not any(
             form in src for form in ("{CHECKPOINTING_ARG: False}", "gradient_checkpointing=False")):
@@ -502,6 +507,13 @@ def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]
             out.append(f"accelerate.yaml: {key} {value!r} but the plan has {want} {unit}")
     if doc.get("distributed_type") != _DISTRIBUTED.get(plan.backend):
         out.append(f"accelerate.yaml: distributed_type {doc.get('distributed_type')} for backend {plan.backend}")
+    rank = doc.get("machine_rank")
+    if isinstance(rank, int) and not isinstance(rank, bool) and not 0 <= rank < plan.nodes:
+        # torchrun refuses a node rank outside [0, nnodes); launch.sh passes each node's own --machine_rank
+        out.append(f"accelerate.yaml: machine_rank {str(rank)[:40]} is outside 0..{plan.nodes - 1} for {plan.nodes} node(s)")
+    if doc.get("use_cpu") not in (None, False):
+        # accelerate launch then trains on the CPU (launch.py: args.cpu from use_cpu), with every GPU idle
+        out.append(f"accelerate.yaml: use_cpu {doc.get('use_cpu')!r}: the plan trains on the GPUs (use_cpu: false)")
     ds = _object(doc.get("deepspeed_config"))
     uses_file = "deepspeed_config_file" in ds
     if uses_file and "mixed_precision" in doc:
@@ -540,6 +552,31 @@ def _check_accelerate(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]
     return out
 
 
+def _nvme_path_problems(doc: dict) -> list[str]:
+    """Each offload block's nvme_path held to what --nvme-path is (advisor.resolve.checks.check_nvme_path): an
+    absolute path, one printable line, at most PATH_MAX. DeepSpeed joins its swap folders onto it, and launch.sh
+    checks the folder's free space before the run: a relative path lands under wherever the run starts."""
+    from advisor.core.request import text_problem
+    from advisor.resolve.checks import NVME_PATH_MAX
+
+    out = []
+    zero = doc.get("zero_optimization")
+    for block in ("offload_param", "offload_optimizer"):
+        sub = zero.get(block) if isinstance(zero, dict) else None
+        if not isinstance(sub, dict) or "nvme_path" not in sub or sub.get("device") != "nvme":
+            continue
+        path = sub["nvme_path"]
+        where = f"ds_config.json: zero_optimization.{block}.nvme_path"
+        if not isinstance(path, str):
+            out.append(f"{where} is {path!r:.40}, not a folder path")
+        elif text_problem(path):
+            out.append(f"{where} {text_problem(path)}")
+        elif not path.startswith("/") or len(path) > NVME_PATH_MAX:
+            out.append(f"{where} {path[:60]!r} must be an absolute path (starting with /) of at most "
+                       f"{NVME_PATH_MAX} characters")
+    return out
+
+
 def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
     if "ds_config.json" not in files:
         return ["ds_config.json: missing for a DeepSpeed plan"] if plan.uses_deepspeed else []
@@ -552,6 +589,7 @@ def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
     out = [f"ds_config.json: {e}" for e in schema_errors(doc, "ds_config.schema.json")]
     if not isinstance(doc, dict):
         return out
+    out += _nvme_path_problems(doc)
     zero = doc.get("zero_optimization") or {}
     if not isinstance(zero, dict):
         return out + [f"ds_config.json: zero_optimization is a {type(zero).__name__}, not an object"]
@@ -588,6 +626,41 @@ def accelerate_flag(src: str, name: str) -> str | None:
     return value[1:-1] if value[:1] in "'\"" and value[-1:] == value[:1] else value
 
 
+_ACCELERATE_CHOICES = {"mixed_precision": ("no", "fp16", "bf16", "fp8"),
+                       "dynamo_backend": None, "rdzv_backend": ("static", "c10d", "etcd", "etcd-v2")}
+"""accelerate launch flags with a closed set of values (accelerate/commands/launch.py: --mixed_precision choices;
+torchrun's rendezvous backends). dynamo_backend is refused altogether: the estimate models no compiled model."""
+
+
+def _launcher_values(src: str, plan: Plan) -> list[str]:
+    """Values launch.sh gives accelerate and vLLM that they would refuse, or that the plan does not model: a
+    --mixed_precision accelerate lacks or that disagrees with the plan, --cpu, torch.compile through --dynamo_backend,
+    and a vLLM --max-model-len shorter than the sequence the plan trains (vLLM rejects a longer request)."""
+    out = []
+    for flag, choices in _ACCELERATE_CHOICES.items():
+        value = accelerate_flag(src, flag)
+        if value is None or value.startswith("$"):
+            continue
+        if choices is None:
+            if value.lower() not in ("no", "none"):
+                out.append(f"launch.sh: --{flag} {value}: the plan is for an uncompiled model (the estimate "
+                           "models none)")
+        elif value not in choices:
+            out.append(f"launch.sh: --{flag} {value!r} is not one accelerate takes ({', '.join(choices)})")
+        elif flag == "mixed_precision" and value != _MIXED.get(plan.precision):
+            out.append(f"launch.sh: --mixed_precision {value} for precision {plan.precision} "
+                       f"(planned {_MIXED.get(plan.precision)})")
+    code = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("#"))
+    if re.search(r"(?<![\w-])--cpu(?![\w-])", code):  # vllm serve has no --cpu (its flag is --device)
+        out.append("launch.sh: accelerate launch --cpu trains on the CPU; the plan trains on the GPUs")
+    lengths = re.findall(r"--max-model-len(?:=|[ \t]+)['\"]?([0-9]+)", code)
+    length = lengths[-1] if lengths else None
+    if length and plan.vllm_mode == "server" and int(length) < plan.seq_len:
+        out.append(f"launch.sh: vllm serve --max-model-len {length} is shorter than the {plan.seq_len}-token "
+                   "sequences the plan generates (prompt + completion); vLLM rejects longer requests")
+    return out
+
+
 def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
     if "launch.sh" not in files:
         return []
@@ -608,6 +681,7 @@ def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
         for flag in ("machine_rank", "main_process_ip", "main_process_port"):
             if accelerate_flag(src, flag) is None:
                 out.append(f"launch.sh: multi-node launch lacks --{flag}")
+    out += _launcher_values(src, plan)
     server = "vllm serve" in src
     if server != (plan.vllm_mode == "server"):
         out.append(f"launch.sh: vllm serve {'started' if server else 'missing'} for vllm_mode {plan.vllm_mode}")
@@ -700,26 +774,42 @@ def _check_requirements(files: dict[str, str], plan: Plan) -> list[str]:
     return out
 
 
-def _check_model_config(files: dict[str, str]) -> list[str]:
-    if "model_config.json" not in files:
-        return []
-    try:
-        doc = safeio.load_json(files["model_config.json"], where="model_config.json")
-    except safeio.UnsafeInputError as exc:
-        return [f"model_config.json: not JSON: {exc.message}"]
-    if not isinstance(doc, dict):
-        return ["model_config.json: not a JSON object"]
+def _check_model_config(files: dict[str, str], plan: Plan) -> list[str]:
+    """model_config.json, and a GKD bundle's teacher_config.json: `verify --random-init` builds each model from its
+    file, so each must be a config transformers builds without remote code."""
     out = []
-    if not isinstance(doc.get("model_type"), str):
-        out.append("model_config.json: no model_type")
-    from advisor.catalog.hf_config import MAX_CONFIG_INT
+    for name in ("model_config.json", "teacher_config.json"):
+        if name in files:
+            out += _check_config_file(name, files[name], plan)
+    if plan.trainer == "gkd" and plan.teacher and "teacher_config.json" not in files:
+        out.append("teacher_config.json: missing for a GKD plan with a teacher (verify --random-init builds the "
+                   "teacher from it)")
+    return out
 
+
+def _check_config_file(name: str, text: str, plan: Plan) -> list[str]:
+    try:
+        doc = safeio.load_json(text, where=name)
+    except safeio.UnsafeInputError as exc:
+        return [f"{name}: not JSON: {exc.message}"]
+    if not isinstance(doc, dict):
+        return [f"{name}: not a JSON object"]
+    out = []
+    from advisor.catalog.hf_config import BUILT_IN_MODEL_TYPES, MAX_CONFIG_INT
+
+    model_type = doc.get("model_type")
+    if not isinstance(model_type, str):
+        out.append(f"{name}: no model_type")
+    elif model_type not in BUILT_IN_MODEL_TYPES and not plan.trust_remote_code:
+        # AutoConfig.for_model raises on a model_type transformers does not register; remote code is off
+        out.append(f"{name}: model_type {model_type[:40]!r} is not one transformers builds without remote code "
+                   "(verify --random-init builds the model from this file)")
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size"):
         value = doc.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            out.append(f"model_config.json: {key} must be a positive integer")
+            out.append(f"{name}: {key} must be a positive integer")
         elif value > MAX_CONFIG_INT:  # the bound a local config.json is held to (advisor.catalog.hf_config)
-            out.append(f"model_config.json: {key} is above {MAX_CONFIG_INT:,}")
+            out.append(f"{name}: {key} is above {MAX_CONFIG_INT:,}")
     return out
 
 

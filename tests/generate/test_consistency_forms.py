@@ -3,6 +3,8 @@ plan no longer needs (Liger switched off in CONFIG) as harmless, where a missing
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from advisor.bundle.consistency import check_bundle_files
@@ -129,3 +131,87 @@ def test_names_decided_when_train_py_runs_are_not_judged(one_gpu_files, value):
     files = dict(one_gpu_files)
     files["train.py"] = re.sub(r"^MODEL_ID = .*$", f"MODEL_ID = {value}", files["train.py"], count=1, flags=re.M)
     assert not [p for p in check_bundle_files(files) if "MODEL_ID" in p]
+
+
+@pytest.fixture(scope="module")
+def server_files(tmp_path_factory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("server") / "b"
+    generate(Request(model="0.5B", gpu="H100-80GB", gpus=4, trainer="grpo", vllm="server", vllm_gpus=1),
+             out=str(out))
+    files = _files(out)
+    assert check_bundle_files(files) == []
+    return files
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    ("LAUNCH=(accelerate launch --config_file accelerate.yaml --mixed_precision banana)",
+     "--mixed_precision 'banana' is not one accelerate takes"),
+    ("LAUNCH=(accelerate launch --config_file accelerate.yaml --mixed_precision=fp16)",
+     "--mixed_precision fp16 for precision bf16"),
+    ("LAUNCH=(accelerate launch --config_file accelerate.yaml --cpu)", "--cpu trains on the CPU"),
+    ("LAUNCH=(accelerate launch --config_file accelerate.yaml --dynamo_backend inductor)", "uncompiled model"),
+    ("LAUNCH=(accelerate launch --config_file accelerate.yaml --rdzv-backend banana)", "--rdzv_backend 'banana'"),
+])
+def test_launcher_values_accelerate_refuses_or_the_plan_does_not_model(server_files, edit, says):
+    files = dict(server_files)
+    old = "LAUNCH=(accelerate launch --config_file accelerate.yaml)"
+    assert old in files["launch.sh"]
+    files["launch.sh"] = files["launch.sh"].replace(old, edit)
+    assert any(says in p for p in check_bundle_files(files)), check_bundle_files(files)
+
+
+def test_a_vllm_context_shorter_than_the_sequence(server_files):
+    import re
+
+    files = dict(server_files)
+    files["launch.sh"], n = re.subn(r"--max-model-len '?[0-9]+'?", "--max-model-len 128", files["launch.sh"])
+    assert n >= 1
+    assert any("--max-model-len 128 is shorter than the 1024-token" in p for p in check_bundle_files(files))
+
+
+def test_accelerate_use_cpu_and_padding_longer_than_the_sequence(server_files):
+    files = dict(server_files)
+    files["accelerate.yaml"] = files["accelerate.yaml"].replace("use_cpu: false", "use_cpu: true")
+    assert any("use_cpu True: the plan trains on the GPUs" in p for p in check_bundle_files(files))
+    files = dict(server_files)
+    old = "'pad_to_multiple_of': 64,"
+    assert old in files["train.py"]
+    files["train.py"] = files["train.py"].replace(old, "'pad_to_multiple_of': 4096,")
+    assert any("pad_to_multiple_of 4096 is longer than seq_len 1024" in p for p in check_bundle_files(files))
+
+
+def test_machine_rank_and_nvme_path_held_to_what_the_tools_take(tmp_path, two_node_files):
+    files = dict(two_node_files)
+    files["accelerate.yaml"] = files["accelerate.yaml"].replace("machine_rank: 0", f"machine_rank: {10 ** 30}")
+    assert any("machine_rank 1000000000000000000000000000000 is outside 0..1" in p for p in check_bundle_files(files))
+    out = tmp_path / "nvme"
+    generate(Request(model="8B", gpu="H100-80GB", gpus=1, backend="deepspeed", zero=3, offload="all",
+                     offload_device="nvme", nvme_path="/local_nvme/me"), out=str(out))
+    files = _files(out)
+    assert check_bundle_files(files) == []
+    for bad, says in (("relative/dir", "must be an absolute path"), ("/a\nb", "newline"), ("", "absolute path")):
+        edited = dict(files)
+        edited["ds_config.json"] = files["ds_config.json"].replace('"/local_nvme/me"', json.dumps(bad))
+        assert edited["ds_config.json"] != files["ds_config.json"]
+        problems = [p for p in check_bundle_files(edited) if "nvme_path" in p]
+        assert problems and any(says in p for p in problems), (bad, problems)
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    ({"model_type": "banana"}, "model_type 'banana' is not one transformers builds"),
+    ({"hidden_size": 0}, "hidden_size must be a positive integer"),
+    ({"model_type": None}, "no model_type"),
+])
+def test_a_gkd_teacher_config_is_held_to_what_the_model_config_is(tmp_path, edit, says):
+    out = tmp_path / "gkd"
+    generate(Request(model="0.5B", gpu="H100-80GB", gpus=1, trainer="gkd", teacher="qwen2.5-1.5b", method="lora"),
+             out=str(out))
+    files = _files(out)
+    assert check_bundle_files(files) == []
+    for name in ("teacher_config.json", "model_config.json"):
+        doc = json.loads(files[name])
+        doc.update(edit)
+        edited = {**files, name: json.dumps(doc)}
+        assert any(p.startswith(f"{name}: ") and says in p for p in check_bundle_files(edited)), name
+    without = {k: v for k, v in files.items() if k != "teacher_config.json"}
+    assert any("teacher_config.json: missing" in p for p in check_bundle_files(without))
