@@ -503,6 +503,14 @@ def _gib(n: int | float) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
+
+def _count_text(n: int) -> str:
+    """A parameter count as people write it: 8.03B, 40.4M, 512K (an adapter's millions, a full model's billions)."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.{2 if unit == 'B' else 1}f}{unit}"
+    return str(int(n))
+
 def render_estimate(result: dict[str, Any]) -> str:
     """A short report: the configuration, the memory breakdown, fits / headroom, speed, findings."""
     r, m, hw, mem, spd = (result["request"], result["model"], result["hardware"], result["memory"],
@@ -513,7 +521,7 @@ def render_estimate(result: dict[str, Any]) -> str:
         backend += f" + {r['offload']} offload"
     nodes = f"{hw['nodes']} nodes x " if hw["nodes"] > 1 else ""
     lines = [
-        f"{m['id']} ({m['params'] / 1e9:.2f}B params, {m['trainable_params'] / 1e6:.1f}M trainable) - "
+        f"{m['id']} ({m['params'] / 1e9:.2f}B params, {_count_text(m['trainable_params'])} trainable) - "
         f"{r['trainer']} {method}, {r['precision']}, {backend}",
         f"on {nodes}{hw['gpus_per_node']} x {hw['gpu']} ({_gib(hw['gpu_memory_bytes'])}); "
         f"seq {r['seq_len']} x micro-batch {r['micro_batch']} x accum {r['grad_accum']}"

@@ -64,27 +64,41 @@ def _float(text: str) -> float:
 
 
 def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True, where: bool = True) -> None:
-    """The REQUEST flags of the contract, shared by estimate, check and generate. `where=False` (recommend, which
+    """Each flag's help names its default (the constants of advisor.resolve, so the text cannot drift from them).
+The REQUEST flags of the contract, shared by estimate, check and generate. `where=False` (recommend, which
     chooses the hardware itself) keeps the hardware flags parseable, so that giving one is a clear usage error, but
     out of --help."""
+    from advisor.resolve import defaults as D
+    from advisor.resolve.hardware import DEFAULT_GPU
+
     g = p.add_argument_group("what to train")
     g.add_argument("--model", required=model_required,
                    help="catalogue id, HF repo id, size (7B, 70B), local dir or config.json, or a hub id")
     g.add_argument("--trainer", default="sft", help="sft | dpo | grpo | rloo | kto | gkd (default sft)")
-    g.add_argument("--method", help="full | lora | qlora")
-    g.add_argument("--lora-r", type=_positive_int, help="LoRA rank (all-linear targets)")
-    g.add_argument("--seq-len", type=_positive_int, help="tokens per sequence (prompt + completion)")
-    g.add_argument("--micro-batch", type=_positive_int, help="per_device_train_batch_size")
-    g.add_argument("--grad-accum", type=_positive_int, help="gradient accumulation steps")
-    g.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step, all GPUs")
+    g.add_argument("--method", help="full | lora | qlora (default: generate takes the most faithful that fits; "
+                   "estimate and check: full)")
+    g.add_argument("--lora-r", type=_positive_int,
+                   help=f"LoRA rank (all-linear targets; default {D.DEFAULT_LORA_R}, TRL's, alpha 2 x r)")
+    g.add_argument("--seq-len", type=_positive_int,
+                   help=f"tokens per sequence (prompt + completion; default {D.DEFAULT_SEQ_LEN}, TRL's max_length)")
+    g.add_argument("--micro-batch", type=_positive_int,
+                   help=f"per_device_train_batch_size (default: generate searches 1-64; estimate and check: "
+                        f"{D.DEFAULT_MICRO_BATCH})")
+    g.add_argument("--grad-accum", type=_positive_int,
+                   help="gradient accumulation steps (default: generate, what reaches the global batch; "
+                        "estimate and check: 1)")
+    g.add_argument("--global-batch", type=_positive_int,
+                   help="sequences per optimizer step, all GPUs: exactly this when given (default: about 64, "
+                        "TRL's examples' 8 GPUs x 8)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     h = p.add_argument_group("where")
     def shown(text: str) -> str:
         return text if where else argparse.SUPPRESS
 
-    h.add_argument("--gpus", type=_positive_int, help=shown("GPUs per node"))
-    h.add_argument("--nodes", type=_positive_int, help=shown("number of nodes"))
-    h.add_argument("--gpu", help=shown("catalogue GPU (H100-80GB, H200, RTX-4090...; list: trl-advisor gpus)"))
+    h.add_argument("--gpus", type=_positive_int, help=shown("GPUs per node (default: this machine's; 1 with --gpu)"))
+    h.add_argument("--nodes", type=_positive_int, help=shown("number of nodes (default 1; SLURM's with --hardware)"))
+    h.add_argument("--gpu", help=shown(f"catalogue GPU (H100-80GB, H200, RTX-4090...; list: trl-advisor gpus; "
+                                       f"default: this machine's, else {DEFAULT_GPU})"))
     h.add_argument("--hardware", metavar="FILE", help=shown("a `trl-advisor probe --json` file"))
     k = p.add_argument_group("how (pin a knob; unpinned knobs are defaulted or searched)")
     k.add_argument("--backend", help="single | ddp | deepspeed | fsdp2")
@@ -105,11 +119,16 @@ def add_request_flags(p: argparse.ArgumentParser, *, model_required: bool = True
                    help="use Unsloth's patched model (its own environment: trl<=1.15, transformers<=5.17; full, LoRA "
                         "or QLoRA; several GPUs by DDP or DeepSpeed ZeRO-2/3)")
     t = p.add_argument_group("GRPO / RLOO / DPO / KTO / GKD")
-    t.add_argument("--num-generations", type=_positive_int, help="completions per prompt")
-    t.add_argument("--max-completion-len", type=_positive_int, help="completion part of --seq-len")
+    t.add_argument("--num-generations", type=_positive_int,
+                   help="completions per prompt (default: GRPO " + str(D.DEFAULT_NUM_GENERATIONS["grpo"]) + ", RLOO "
+                        + str(D.DEFAULT_NUM_GENERATIONS["rloo"]) + ", TRL's)")
+    t.add_argument("--max-completion-len", type=_positive_int,
+                   help=f"completion part of --seq-len (default {D.DEFAULT_MAX_COMPLETION}, at most half of it)")
     t.add_argument("--vllm", help="none | colocate | server")
     t.add_argument("--vllm-gpus", type=_positive_int, help="GPUs per node for the vLLM server")
-    t.add_argument("--vllm-mem-fraction", type=_float, help="GPU fraction vLLM reserves in colocate mode")
+    t.add_argument("--vllm-mem-fraction", type=_float,
+                   help=f"GPU fraction vLLM reserves in colocate mode (default {D.DEFAULT_VLLM_MEM_FRACTION}, raised "
+                        "where the engine needs more)")
     t.add_argument("--ref-model", help="copy | precompute | none | bema (DPO/KTO reference)")
     t.add_argument("--teacher", metavar="MODEL", help="GKD: the teacher model (same forms as --model; required for GKD)")
     j = p.add_argument_group("job size (reports the whole run's hours and GPU-hours; give one)")
@@ -182,9 +201,10 @@ def cmd_models(args) -> int:
         _print_json([{**m.to_dict(), "params": m.params, "active_params": m.active_params}
                      for m in models])
         return ExitCode.OK
-    rows = [("id", "size", "params", "layers", "hidden", "heads/kv", "vocab", "hf id")]
+    # "--model" column: the size alias that names the row (`--model 8B`); most rows have none
+    rows = [("id", "--model", "params", "layers", "hidden", "heads/kv", "vocab", "hf id")]
     for m in models:
-        rows.append((m.id, m.size or "", f"{m.params / 1e9:.2f}B", str(m.layers), str(m.hidden),
+        rows.append((m.id, m.size or "-", f"{m.params / 1e9:.2f}B", str(m.layers), str(m.hidden),
                      f"{m.heads}/{m.kv_heads}", str(m.vocab), m.hf_id))
     _emit(_table(rows))
     return ExitCode.OK
@@ -197,11 +217,14 @@ def cmd_gpus(args) -> int:
     if args.json:
         _print_json([g.to_dict() for g in gpus])
         return ExitCode.OK
-    rows = [("id", "memory", "bf16 TFLOP/s", "fp8", "HBM GB/s", "NVLink GB/s", "cc", "name")]
+    # dense 16-bit tensor peak: bf16 where the GPU has it, else fp16 (V100, T4: no bf16 tensor cores), marked so;
+    # "-" where a GPU has no such unit or link, not a 0 that reads as a measured figure
+    rows = [("id", "memory", "16-bit TFLOP/s", "fp8 TFLOP/s", "HBM GB/s", "NVLink GB/s", "cc", "name")]
     for g in gpus:
-        rows.append((g.id + ("" if g.supported else " (plan only)"), f"{g.memory_gib:.0f} GiB",
-                     f"{g.bf16_tflops or 0:g}", f"{g.fp8_tflops or 0:g}", f"{g.mem_bw_gbps:g}",
-                     f"{g.nvlink_gbps or 0:g}", g.compute_capability, g.name))
+        sixteen = (f"{g.bf16_tflops:g}" if g.bf16_tflops else f"{g.fp16_tflops:g} (fp16)" if g.fp16_tflops else "-")
+        rows.append((g.id + ("" if g.supported else " (plan only)"), f"{g.memory_gib:.0f} GiB", sixteen,
+                     f"{g.fp8_tflops:g}" if g.fp8_tflops else "-", f"{g.mem_bw_gbps:g}",
+                     f"{g.nvlink_gbps:g}" if g.nvlink_gbps else "-", g.compute_capability, g.name))
     _emit(_table(rows))
     return ExitCode.OK
 
@@ -414,22 +437,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out-dir", default=".", help="folder whose free disk space to report")
     for name, func, text in (("models", cmd_models, "the model catalogue"), ("gpus", cmd_gpus, "the GPU catalogue")):
         sp = command(name, func, text)
-        sp.add_argument("--json", action="store_true")
+        sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp = command("estimate", cmd_estimate, "memory and speed of one configuration (nothing searched)")
     add_request_flags(sp)
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp = command("check", cmd_check, "run every rule against a configuration or an existing bundle")
     add_request_flags(sp, model_required=False)
     sp.set_defaults(trainer=None)  # with --bundle, only a --trainer the user gives overrides the files (default sft)
     sp.add_argument("--bundle", metavar="DIR", help="check the plan the files describe (ds_config.json, accelerate "
                     "YAML, train.py CONFIG, TRL YAML, requirements.txt) against the rules and the estimate; "
                     "REQUEST flags fill what the files lack and override what they state")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp = command("generate", cmd_generate, "search the plans, pick the fastest that fits, write the bundle")
     add_request_flags(sp)
     sp.add_argument("--out", metavar="DIR", help="output folder (default generated/<name>/)")
     sp.add_argument("--force", action="store_true", help="replace an existing output folder")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp = command("recommend", cmd_recommend, "which GPUs to rent for a job (--tokens N or --steps N): every "
                  "catalogue GPU type and count planned, ranked by time and cost")
     add_request_flags(sp, where=False)
@@ -443,11 +466,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--deadline-hours", type=_float, help="also pick the cheapest option done within this")
     r.add_argument("--sort", default="time", help="time | cost: the table's order (default time)")
     r.add_argument("--all", action="store_true", help="list every feasible option, not only the front and picks")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp = command("explain", cmd_explain, "a rule's documentation")
     sp.add_argument("rule_id", metavar="RULE_ID")
     sp = command("rules", cmd_rules, "all rules, or the compatibility matrix")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp.add_argument("--matrix", action="store_true", help="the compatibility matrix")
     sp = command("verify", cmd_verify, "run a bundle briefly on the GPUs here and compare with its predictions")
     sp.add_argument("dir", nargs="?", default=".", metavar="DIR")
@@ -464,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "rules), wherever they would run")
     sp.add_argument("--timeout", type=_positive_int, default=1200, metavar="SECONDS",
                     help="stop the run after this long (default 1200)")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp = command("wizard", cmd_wizard, "the interactive wizard, with the REQUEST flags filled in (needs a terminal)")
     add_request_flags(sp, model_required=False)
     p.command_names = tuple(sub.choices)  # for _parse's hint

@@ -188,6 +188,12 @@ CASES: list[dict] = [
      "verify": [], "shows": "a Qwen2.5-1.5B QLoRA KTO, as planned"},
     {"name": "new-sft-q3b-8k", "model": "qwen2.5-3b", "generate": ["--seq-len", "8192"], "verify": [],
      "shows": "a Qwen2.5-3B full SFT at 8k tokens, as planned"},
+    # 2026-12-07, third set: a full RLOO under FSDP2, whose train.py hands TRL the model's path and load arguments
+    # (device_map None) so that TRL loads the KL reference as it loads the policy
+    {"name": "new-rloo-fsdp2-q0.5b", "model": "qwen2.5-0.5b",
+     "generate": ["--trainer", "rloo", "--backend", "fsdp2", "--vllm", "none", "--seq-len", "512",
+                  "--max-completion-len", "128"],
+     "verify": ["--steps", "6"], "shows": "a Qwen2.5-0.5B full RLOO under FSDP2 (reference loaded by TRL), as planned"},
 ]
 
 

@@ -24,8 +24,13 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
         return False
 
     if not pin("method", "method"):
-        reasons["method"] = (f"{plan.method}: the most faithful method that fits" if plan.method != "full" else
-                             "full: every weight trained, and it fits")
+        if plan.offload != "none":
+            # every plan that fits offloads: the fastest wins, whatever its method (planner._rank_key)
+            reasons["method"] = (f"{plan.method}: fastest of the plans that fit, all of which offload to host memory "
+                                 "(full fine-tuning there keeps fp32 Adam states of every weight in host RAM)")
+        else:
+            reasons["method"] = (f"{plan.method}: the most faithful method that fits" if plan.method != "full" else
+                                 "full: every weight trained, and it fits")
     if not (pin("backend", "backend") or pin("zero", "backend")):
         reasons["backend"] = f"fastest that fits: {chosen.tokens_per_second:,.0f} tokens/s predicted"
     if not pin("micro_batch", "micro_batch"):

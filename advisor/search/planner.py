@@ -69,6 +69,14 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
             break  # a larger micro-batch would overshoot the requested global batch
         plan = structure.with_(micro_batch=micro, grad_accum=_accumulation(structure, micro, global_batch,
                                                                             req.grad_accum))
+        step = plan.micro_batch * plan.dp_size * plan.grad_accum
+        if req.global_batch and step != req.global_batch:
+            # a pinned --global-batch is what each step trains, not a target to round: 48 asked of 4 processes
+            # at micro-batch 8 would give 64 (and GRPO's generation groups round further)
+            miss = miss or Candidate(plan, rejected_because=(
+                f"micro-batch {micro} x {plan.dp_size} data-parallel x {plan.grad_accum} accumulation trains {step} "
+                f"sequences per step, not the {req.global_batch} --global-batch asks"))
+            continue
         mem, spd = _estimate(model, plan, target)
         estimated += 1
         limit = planner_limit_bytes(mem)
@@ -197,12 +205,16 @@ first step, for a gain the speed model predicts within its own error (docs/accur
 
 def _rank_key(c: Candidate, req: Request):
     """Offloading is a last resort (host RAM, PCIe traffic, CPU Adam: several times slower); then the most
-    faithful method (unless pinned); then predicted tokens/s, discounted by the backend's complexity margin."""
-    method_rank = METHOD_ORDER.index(c.plan.method) if not req.method else 0
+    faithful method (unless pinned); then predicted tokens/s, discounted by the backend's complexity margin.
+    Among plans that all offload, faithfulness no longer leads: each of them already trades speed and host memory
+    for fitting, and full fine-tuning by offload keeps every weight's fp32 Adam states in host RAM (16 bytes per
+    parameter: about 1.1 TiB for a 70B model) at a fraction of an adapter plan's speed, so the fastest wins."""
+    offloads = c.plan.offload != "none"
+    method_rank = METHOD_ORDER.index(c.plan.method) if not req.method and not offloads else 0
     score = c.tokens_per_second * (1.0 - COMPLEXITY_MARGIN.get(c.plan.backend, 0.0))
     if c.plan.liger and req.liger is None:
         score *= 1.0 - LIGER_MARGIN
-    return (c.plan.offload != "none", method_rank, -score)
+    return (offloads, method_rank, -score)
 
 
 def _pick(feasible: list[Candidate], req: Request) -> Candidate | None:
@@ -459,6 +471,47 @@ def _held_by_others(target: Target) -> str:
     return f", of which other processes hold {held / GIB:.1f} GiB per GPU"
 
 
+def _splits(global_batch: int, shapes: set[tuple[int, int, int]], micros: list[int], pinned_accum: int | None) -> bool:
+    """Whether some (data-parallel replicas, processes, num_generations) shape splits `global_batch` into a
+    micro-batch of `micros` x replicas x accumulation, whole generation groups for GRPO/RLOO (GRPOConfig: the
+    generation batch, micro-batch x processes x accumulation, divisible by num_generations)."""
+    for dp, procs, generations in shapes:
+        for micro in micros:
+            if global_batch % (micro * dp):
+                continue
+            accum = global_batch // (micro * dp)
+            if pinned_accum and accum != pinned_accum:
+                continue
+            if generations and (micro * procs * accum) % generations:
+                continue
+            return True
+    return False
+
+
+def check_global_batch(req: Request, model: ModelSpec, target: Target) -> None:
+    """A pinned --global-batch is what each optimizer step trains, exactly: refused up front, with the nearest
+    sizes that split, when no plan's data-parallel replicas, micro-batch and accumulation multiply to it."""
+    if not req.global_batch:
+        return
+    shapes = {(s.dp_size, s.num_processes, s.num_generations) for s in structures(req, model, target)}
+    if not shapes:
+        return
+    micros = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
+    if _splits(req.global_batch, shapes, micros, req.grad_accum):
+        return
+    below = next((n for n in range(req.global_batch - 1, 0, -1) if _splits(n, shapes, micros, req.grad_accum)), None)
+    above = next((n for n in range(req.global_batch + 1, 8 * req.global_batch + 65)
+                  if _splits(n, shapes, micros, req.grad_accum)), None)
+    near = " or ".join(f"--global-batch {n}" for n in (below, above) if n)
+    replicas = sorted({dp for dp, _, _ in shapes})
+    groups = sorted({g for _, _, g in shapes if g})
+    why = (f"no plan's micro-batch x data-parallel replicas ({', '.join(map(str, replicas))}) x accumulation "
+           f"multiplies to it" + (f" in whole groups of {groups[0]} generations" if len(groups) == 1 else ""))
+    raise AdvisorError(f"--global-batch {req.global_batch} cannot be split on {target.describe()}: {why}",
+                       hint=(f"use {near}" if near else "leave --global-batch out")
+                       + " (each optimizer step trains exactly the global batch)")
+
+
 def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     """Search and build the generate JSON (without writing anything)."""
     check_request(req)
@@ -466,6 +519,7 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
     target = resolve_target(req, probe=probe)
     check_against_target(req, target)
     check_vllm_gpus(req, model, target)
+    check_global_batch(req, model, target)
     decision = search(req, model, target)
     decision.notes = list(target.notes)
     if req.unsloth:

@@ -367,6 +367,12 @@ def apply_liger_kernels() -> None:
 
 
 def load_model(path: str, args: argparse.Namespace):
+    kwargs = model_kwargs(args)
+    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+def model_kwargs(args: argparse.Namespace) -> dict:
+    """The from_pretrained keyword arguments of this plan's models (load_model's; TRL's for the reference, main says why)."""
     attn = CONFIG["attn"]
     if args.cpu and attn not in ("sdpa", "eager"):
         attn = "sdpa"  # flash-attention kernels need a GPU
@@ -378,7 +384,7 @@ def load_model(path: str, args: argparse.Namespace):
         "device_map": device_map(args),
         "trust_remote_code": TRUST_REMOTE_CODE,
     }
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return kwargs
 
 
 # ----------------------------------------------------------------------------------------------------- callbacks
@@ -515,7 +521,13 @@ def main(argv: list[str] | None = None) -> None:
     config = training_config(args)  # before the model: under ZeRO-3 it switches on zero.Init for from_pretrained
     with config.main_process_first(desc="dataset"):
         data = train_dataset(args, tokenizer, config.world_size)
-    model = load_model(model_path, args)
+    # GRPOTrainer builds its KL reference itself (it takes no ref_model) from config.model_init_kwargs, and leaves
+    # device_map unset, hence create_model_from_path's "auto", unless the run is DDP or DeepSpeed
+    # (trl/trainer/grpo_trainer.py): under FSDP2 every process would spread a full copy over all the GPUs it sees
+    # before sharding. Given the path and the policy's own load arguments (device_map None: FSDP2 places the
+    # weights), TRL loads the policy as load_model would and the reference the same way.
+    config.model_init_kwargs = model_kwargs(args)
+    model = model_path
     callbacks = [PeakMemoryCallback(args.metrics_dir)]
     trainer = GRPOTrainer(
         model=model,

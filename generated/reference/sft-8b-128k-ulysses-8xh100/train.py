@@ -299,6 +299,12 @@ def apply_liger_kernels() -> None:
 
 
 def load_model(path: str, args: argparse.Namespace):
+    kwargs = model_kwargs(args)
+    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+def model_kwargs(args: argparse.Namespace) -> dict:
+    """The from_pretrained keyword arguments of this plan's models."""
     attn = CONFIG["attn"]
     if args.cpu and attn not in ("sdpa", "eager"):
         attn = "sdpa"  # flash-attention kernels need a GPU
@@ -310,7 +316,7 @@ def load_model(path: str, args: argparse.Namespace):
         "device_map": device_map(args),
         "trust_remote_code": TRUST_REMOTE_CODE,
     }
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return kwargs
 
 
 # ----------------------------------------------------------------------------------------------------- callbacks

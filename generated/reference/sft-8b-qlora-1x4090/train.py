@@ -303,6 +303,12 @@ def apply_liger_kernels() -> None:
 
 
 def load_model(path: str, args: argparse.Namespace):
+    kwargs = model_kwargs(args)
+    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+def model_kwargs(args: argparse.Namespace) -> dict:
+    """The from_pretrained keyword arguments of this plan's models."""
     attn = CONFIG["attn"]
     if args.cpu and attn not in ("sdpa", "eager"):
         attn = "sdpa"  # flash-attention kernels need a GPU
@@ -323,7 +329,7 @@ def load_model(path: str, args: argparse.Namespace):
             bnb_4bit_use_double_quant=True,  # quantize the quantization constants too (~0.4 bit/param saved)
             bnb_4bit_compute_dtype=torch.bfloat16,
         )
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return kwargs
 
 
 def lora_config() -> LoraConfig:

@@ -1,0 +1,48 @@
+"""A pinned --global-batch is what every optimizer step trains: the plan's micro-batch x data-parallel replicas x
+accumulation equals it exactly (GRPO/RLOO in whole generation groups), or the request is refused up front (exit 2)
+naming the nearest sizes that split. Without the pin the planner aims at its default (64) and may round."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.core.errors import AdvisorError
+from advisor.core.request import Request
+from advisor.search import decide
+
+
+@pytest.mark.parametrize(("kw", "global_batch"), [
+    (dict(model="qwen2.5-7b", trainer="grpo", vllm="server", gpus=8), 48),
+    (dict(model="qwen2.5-7b", trainer="grpo", vllm="server", gpus=8), 56),
+    (dict(model="qwen2.5-0.5b", trainer="sft", gpus=3), 99),
+    (dict(model="qwen2.5-0.5b", trainer="sft", gpus=6), 36),
+    (dict(model="qwen2.5-1.5b", trainer="rloo", gpus=4), 24),
+    (dict(model="qwen2.5-7b", trainer="dpo", method="lora", gpus=2), 10),
+])
+def test_the_plan_trains_exactly_the_pinned_global_batch(kw, global_batch):
+    decision, _ = decide(Request(gpu="H100-80GB", global_batch=global_batch, **kw))
+    p = decision.chosen.plan
+    assert p.micro_batch * p.dp_size * p.grad_accum == global_batch
+    if p.num_generations:
+        assert (p.micro_batch * p.num_processes * p.grad_accum) % p.num_generations == 0
+    for alt in decision.alternatives:
+        if alt.feasible:
+            assert alt.plan.global_batch == global_batch, alt.plan
+
+
+@pytest.mark.parametrize(("kw", "global_batch", "near"), [
+    (dict(model="qwen2.5-7b", trainer="grpo", vllm="server", gpus=8), 50, "--global-batch 48 or --global-batch 56"),
+    (dict(model="qwen2.5-0.5b", trainer="sft", gpus=3), 100, "--global-batch 99 or --global-batch 102"),
+    (dict(model="qwen2.5-0.5b", trainer="sft", gpus=4, grad_accum=3), 13, "--global-batch 12 or --global-batch 24"),
+])
+def test_a_global_batch_no_plan_can_split_is_a_usage_error_with_the_nearest(kw, global_batch, near):
+    with pytest.raises(AdvisorError) as err:
+        decide(Request(gpu="H100-80GB", global_batch=global_batch, **kw))
+    assert err.value.exit_code == 2
+    assert err.value.message.startswith(f"--global-batch {global_batch} cannot be split on ")
+    assert f"use {near}" in err.value.hint
+
+
+def test_without_the_pin_the_default_is_a_target():
+    decision, _ = decide(Request(model="qwen2.5-0.5b", gpus=3, gpu="H100-80GB"))
+    assert decision.chosen.plan.global_batch >= 64
