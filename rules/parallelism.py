@@ -262,7 +262,8 @@ def ulysses_zero_stage(ctx: Context) -> Result:
 
 
 @rule(id="SP008", name="ulysses-seq-len-divisible", severity="error", seed="SP-05", auto_fix=True,
-      reads=("plan.sp_size", "plan.seq_len", "files.trl_args.pad_to_multiple_of"))
+      reads=("plan.sp_size", "plan.seq_len", "files.trl_args.pad_to_multiple_of", "model.heads", "model.kv_heads",
+             "plan.num_processes"))
 def ulysses_seq_len_divisible(ctx: Context) -> Result:
     """Every batch's sequence length must be divisible by sp: pad to a multiple of `sp_size`.
 
@@ -284,6 +285,9 @@ def ulysses_seq_len_divisible(ctx: Context) -> Result:
     sp = _sp(ctx)
     if sp <= 1:
         return na("no Ulysses SP")
+    if sp not in valid_sp_sizes(ctx.model, ctx.plan.num_processes):
+        # the degree itself is wrong (SP001, SP006): a length fitted to it would be fitted to a value that changes
+        return na(f"sp {sp} is itself not a valid degree here (SP001/SP006 name the valid ones)")
     if ctx.files is not None:
         pad = as_int(ctx.arg("pad_to_multiple_of"))
         if pad is None or pad % sp:
