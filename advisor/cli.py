@@ -246,6 +246,9 @@ def cmd_check(args) -> int:
     import rules
     from advisor import check
 
+    if args.bundle and args.fix:
+        raise AdvisorError("--fix corrects a request, not a bundle's files",
+                           hint="check the request with its flags and --fix, then generate the bundle again")
     if args.bundle:
         # REQUEST flags fill what the files lack and override what they state (each override is a finding)
         flags = {name: getattr(args, name) for name in REQUEST_FIELDS if name not in ("model", "hardware")}
@@ -262,6 +265,8 @@ def cmd_check(args) -> int:
             raise AdvisorError("check needs --model (or --bundle DIR)", hint="trl-advisor check --model 7B --gpus 8")
         if args.trainer is None:
             args.trainer = "sft"
+        if args.fix:
+            return _check_fixed(args)
         report = check.check_request(request_from_args(args))
     for note in getattr(report, "notes", []) or []:
         _note(note)
@@ -271,6 +276,33 @@ def cmd_check(args) -> int:
         _emit(check.render_bundle_check(report))
     else:
         _emit(rules.render_check(report).rstrip("\n") + "\n")
+    return ExitCode.OK if report.ok else ExitCode.FINDINGS
+
+
+def _check_fixed(args) -> int:
+    """check --fix: the rules' automatic fixes applied to the request until it passes or none applies."""
+    import rules
+    from advisor import check
+    from advisor.autofix import apply_auto_fixes
+    from advisor.bundle.render import recreate_command
+
+    outcome = apply_auto_fixes(request_from_args(args), check.check_request)
+    report = outcome.report
+    command = recreate_command(report.plan, report.model, report.target, outcome.request)
+    for note in getattr(report, "notes", []) or []:
+        _note(note)
+    if args.json:
+        _print_json({**report.to_json(), "auto_fixed": [a.to_dict() for a in outcome.applied],
+                     "fixed_request": outcome.request.pinned(), "generate": command,
+                     "stopped": outcome.stopped or None})
+        return ExitCode.OK if report.ok else ExitCode.FINDINGS
+    lines = [f"auto-fix  {a.rule}: {a.knob.replace('_', '-')} {a.before!r} -> {a.after!r}" for a in outcome.applied]
+    if not outcome.applied:
+        lines.append("auto-fix  nothing to change" if report.ok else "auto-fix  no automatic fix applies")
+    if outcome.stopped:
+        lines.append(f"stopped   {outcome.stopped}")
+    _emit("\n".join(lines) + "\n\n" + rules.render_check(report).rstrip("\n") + "\n"
+          + (f"\nnext      {command}\n" if report.ok else ""))
     return ExitCode.OK if report.ok else ExitCode.FINDINGS
 
 
@@ -447,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--bundle", metavar="DIR", help="check the plan the files describe (ds_config.json, accelerate "
                     "YAML, train.py CONFIG, TRL YAML, requirements.txt) against the rules and the estimate; "
                     "REQUEST flags fill what the files lack and override what they state")
+    sp.add_argument("--fix", action="store_true",
+                    help="apply the rules' automatic fixes to the request, one error at a time, and print the "
+                         "corrected request's findings and the generate line that runs it (nothing is written)")
     sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sp = command("generate", cmd_generate, "search the plans, pick the fastest that fits, write the bundle")
     add_request_flags(sp)
