@@ -123,16 +123,23 @@ def render_recommendation(rec: Recommendation, show_all: bool = False) -> str:
     by_steps = rec.request.steps is not None
     offload = any(_host(o) for o in shown)
     # a steps job's tokens follow each plan's global batch; a tokens job's steps follow it: show the one derived
-    rows = [("", "GPUs", "plan", "tokens/s", "tokens" if by_steps else "steps", "hours", "GPU-h", "$/GPU-h", "cost $",
-             "headroom", *(("host RAM",) if offload else ()))]
+    # the global batch each option trains per step: without --global-batch each aims at the default and rounds to
+    # what its processes split, so options may differ in it (the note below says so)
+    rows = [("", "GPUs", "plan", "batch", "tokens/s", "tokens" if by_steps else "steps", "hours", "GPU-h", "$/GPU-h",
+             "cost $", "headroom", *(("host RAM",) if offload else ()))]
     for o in shown:
-        rows.append(("*" if o.pareto else "", o.label(), o.candidate.plan.short(), f"{o.tokens_per_second:,.0f}",
+        rows.append(("*" if o.pareto else "", o.label(), o.candidate.plan.short(), str(o.candidate.plan.global_batch),
+                     f"{o.tokens_per_second:,.0f}",
                      _count(o.job.tokens) if by_steps else f"{o.job.steps:,}", format_hours(o.hours),
                      f"{o.gpu_hours:,.2f}" if o.gpu_hours < 10 else f"{o.gpu_hours:,.1f}",
                      f"{o.price.usd_per_gpu_hour:.2f}" if o.price else "-", _usd(o.cost_usd),
                      f"{o.headroom_bytes / GIB:.1f} GiB", *((_host(o),) if offload else ())))
     lines += _table(rows, right=set(range(3, len(rows[0]))))
     lines.append("* on the time-cost Pareto front: no other option is both as fast and as cheap")
+    batches = sorted({o.candidate.plan.global_batch for o in shown})
+    if len(batches) > 1:
+        lines.append(f"batch     the options train {batches[0]}-{batches[-1]} sequences per step (each rounds the default "
+                     "to what its GPUs split): --global-batch N holds every option to one")
     lines.append("")
     for name in ("fastest", "cheapest", "within_budget", "within_deadline"):
         line = _pick_line(name, rec.pick(name), rec)

@@ -114,3 +114,23 @@ def test_a_job_size_may_be_written_in_scientific_notation():
     proc = run("estimate", "--model", "0.5B", "--gpu", "H100-80GB", "--tokens", "1e9", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["job"]["tokens"] == 1_000_000_000
+
+
+def test_each_option_shows_its_global_batch_and_differences_are_named(capsys):
+    """Without --global-batch each option rounds the default to what its GPUs split (GRPO: whole generation groups
+    over the training processes), so the table shows each option's batch and says when they differ; with the pin
+    every option trains exactly it."""
+    argv = ["recommend", "--model", "0.5B", "--trainer", "grpo", "--steps", "100", "--all", "--gpu-types",
+            "H100,A100-80GB", "--max-gpus", "8"]
+    code, out, _ = _run(capsys, *argv)
+    assert code == 0
+    header = next(line for line in out.splitlines() if "tokens/s" in line).split()
+    assert header[header.index("plan") + 1] == "batch"
+    code, doc, _ = _run(capsys, *argv, "--json")
+    plans = [o["plan"] for o in json.loads(doc)["options"]]
+    batches = {p["micro_batch"] * p["grad_accum"] * (p["num_processes"] // max(p["sp_size"], p["cp_size"], 1))
+               for p in plans}
+    assert ("batch     the options train" in out) is (len(batches) > 1), batches
+    code, out, _ = _run(capsys, *argv, "--global-batch", "48")
+    assert code == 0 and "batch     the options train" not in out
+    assert _rows(out) and all(" 48 " in row for row in _rows(out))
