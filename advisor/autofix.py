@@ -56,6 +56,14 @@ def _request_changes(fix: dict) -> dict | None:
     return out or None
 
 
+def _read_by_others(finding, fix: dict, errors) -> int:
+    """How many other failing rules read a plan field this fix changes (rules' declared `reads`)."""
+    import rules
+
+    changed = {f"plan.{name}" for name in fix}
+    return sum(1 for other in errors if other.id != finding.id and changed & set(rules.get_rule(other.id).reads))
+
+
 def apply_auto_fixes(req: Request, check) -> FixOutcome:
     """`check(req)` (advisor.check.check_request) run after each fix; the first error with an applicable fix is
     applied, then the next. A request seen before (two fixes undoing each other) stops the loop."""
@@ -66,7 +74,10 @@ def apply_auto_fixes(req: Request, check) -> FixOutcome:
         errors = [f for f in outcome.report.findings if f.is_error]
         if not errors:
             return outcome
-        step = next(((f, c) for f in errors if f.auto_fix for c in [_request_changes(f.auto_fix)] if c), None)
+        fixable = [(f, c) for f in errors if f.auto_fix for c in [_request_changes(f.auto_fix)] if c]
+        # a fix that changes what other failing rules read goes first (SP016's cp_size before SP012's length
+        # fitted to the old cp_size): the later fixes then start from the corrected value
+        step = max(fixable, key=lambda fc: _read_by_others(fc[0], fc[0].auto_fix, errors), default=None)
         if step is None:
             outcome.stopped = f"{errors[0].id} has no automatic fix: {errors[0].fix or errors[0].message}"
             return outcome

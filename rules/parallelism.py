@@ -394,7 +394,7 @@ def ring_cp_needs_sdpa(ctx: Context) -> Result:
 
 
 @rule(id="SP012", name="ring-cp-seq-len-divisible", severity="error", seed="CP-03", auto_fix=True,
-      reads=("plan.cp_size", "plan.seq_len", "files.trl_args.pad_to_multiple_of"))
+      reads=("plan.cp_size", "plan.seq_len", "files.trl_args.pad_to_multiple_of", "plan.num_processes"))
 def ring_cp_seq_len_divisible(ctx: Context) -> Result:
     """Ring attention splits each sequence into 2 x cp chunks: lengths must be divisible by 2 x cp_size.
 
@@ -415,6 +415,9 @@ def ring_cp_seq_len_divisible(ctx: Context) -> Result:
     cp = _cp(ctx)
     if cp <= 1:
         return na("no context parallelism")
+    if ctx.world % cp:
+        # the degree itself is wrong (SP016): a length fitted to it would be fitted to a value that changes
+        return na(f"cp {cp} is itself not a valid degree here (SP016 names the valid ones)")
     unit = 2 * cp
     if ctx.files is not None:
         pad = as_int(ctx.arg("pad_to_multiple_of"))

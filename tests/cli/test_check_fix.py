@@ -61,3 +61,14 @@ def test_fix_refuses_a_bundle(tmp_path):
 def test_a_usage_error_stays_one():
     rc, _, err = _cli("check", "--model", "qwen2.5-0.5b", "--gpu", "H100-80GB", "--vllm", "colocate", "--fix")
     assert rc == 2 and "--vllm does not apply to --trainer sft" in err
+
+
+def test_a_fix_other_findings_depend_on_goes_first():
+    """SP016 (cp 3 does not divide 8) changes what SP012 (length divisible by 2 x cp) reads: the degree is fixed
+    first, and the length is then fitted to the new degree (1030 -> 1028 for cp 2), never to the refused one."""
+    rc, out, _ = _cli("check", "--model", "qwen2.5-7b", "--gpus", "8", "--gpu", "H100-80GB", "--cp-size", "3",
+                      "--backend", "fsdp2", "--seq-len", "1030", "--fix", "--json")
+    doc = json.loads(out)
+    assert rc == 0
+    assert [(a["rule"], a["knob"], a["from"], a["to"]) for a in doc["auto_fixed"]] == [
+        ("SP016", "cp_size", 3, 2), ("SP012", "seq_len", 1030, 1028)]
