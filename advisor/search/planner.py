@@ -10,6 +10,8 @@ thousand memory estimates.
 
 from __future__ import annotations
 
+import math
+
 import rules
 from advisor.core.errors import AdvisorError, NoFeasiblePlanError
 from advisor.core.plan import Plan
@@ -471,21 +473,30 @@ def _held_by_others(target: Target) -> str:
     return f", of which other processes hold {held / GIB:.1f} GiB per GPU"
 
 
-def _splits(global_batch: int, shapes: set[tuple[int, int, int]], micros: list[int], pinned_accum: int | None) -> bool:
-    """Whether some (data-parallel replicas, processes, num_generations) shape splits `global_batch` into a
-    micro-batch of `micros` x replicas x accumulation, whole generation groups for GRPO/RLOO (GRPOConfig: the
-    generation batch, micro-batch x processes x accumulation, divisible by num_generations)."""
+def _split_units(shapes: set[tuple[int, int, int]], micros: list[int], pinned_accum: int | None) -> set[tuple[int, int]]:
+    """(unit, only) pairs: the global batches a (data-parallel replicas, processes, num_generations) shape and a
+    micro-batch can train are the multiples of `unit` (`only`: 0), or the one value `unit` when the accumulation is
+    pinned (`only`: 1). GRPO/RLOO need the generation batch, micro-batch x processes x accumulation, in whole groups
+    of num_generations (GRPOConfig), so the accumulation steps by num_generations / gcd(micro x processes, it)."""
+    out = set()
     for dp, procs, generations in shapes:
         for micro in micros:
-            if global_batch % (micro * dp):
-                continue
-            accum = global_batch // (micro * dp)
-            if pinned_accum and accum != pinned_accum:
-                continue
-            if generations and (micro * procs * accum) % generations:
-                continue
-            return True
-    return False
+            step = generations // math.gcd(micro * procs, generations) if generations else 1
+            if pinned_accum:
+                if pinned_accum % step == 0:
+                    out.add((micro * dp * pinned_accum, 1))
+            else:
+                out.add((micro * dp * step, 0))
+    return out
+
+
+def _nearest_splits(global_batch: int, units: set[tuple[int, int]]) -> tuple[int | None, int | None]:
+    """The largest global batch below and the smallest above `global_batch` that some unit trains."""
+    below = [u if only else global_batch // u * u for u, only in units if (u < global_batch if only else u <= global_batch)]
+    above = [u if only else -(-global_batch // u) * u for u, only in units if (u > global_batch if only else True)]
+    below = [n for n in below if 0 < n < global_batch]
+    above = [n for n in above if n > global_batch]
+    return (max(below) if below else None), (min(above) if above else None)
 
 
 def check_global_batch(req: Request, model: ModelSpec, target: Target) -> None:
@@ -497,12 +508,10 @@ def check_global_batch(req: Request, model: ModelSpec, target: Target) -> None:
     if not shapes:
         return
     micros = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
-    if _splits(req.global_batch, shapes, micros, req.grad_accum):
+    units = _split_units(shapes, micros, req.grad_accum)
+    if any((u == req.global_batch) if only else req.global_batch % u == 0 for u, only in units):
         return
-    below = next((n for n in range(req.global_batch - 1, 0, -1) if _splits(n, shapes, micros, req.grad_accum)), None)
-    above = next((n for n in range(req.global_batch + 1, 8 * req.global_batch + 65)
-                  if _splits(n, shapes, micros, req.grad_accum)), None)
-    near = " or ".join(f"--global-batch {n}" for n in (below, above) if n)
+    near = " or ".join(f"--global-batch {n}" for n in _nearest_splits(req.global_batch, units) if n)
     replicas = sorted({dp for dp, _, _ in shapes})
     groups = sorted({g for _, _, g in shapes if g})
     why = (f"no plan's micro-batch x data-parallel replicas ({', '.join(map(str, replicas))}) x accumulation "

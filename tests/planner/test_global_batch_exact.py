@@ -46,3 +46,13 @@ def test_a_global_batch_no_plan_can_split_is_a_usage_error_with_the_nearest(kw, 
 def test_without_the_pin_the_default_is_a_target():
     decision, _ = decide(Request(model="qwen2.5-0.5b", gpus=3, gpu="H100-80GB"))
     assert decision.chosen.plan.global_batch >= 64
+
+
+def test_the_nearest_sizes_are_computed_not_searched():
+    """The nearest splits come from each shape's unit (micro-batch x replicas x the accumulation's step), not from
+    counting down from the ask: 99,999,999 with micro-batch 3 and accumulation 5 pinned on 8 GPUs (only 120 splits)
+    answers at once with that one size."""
+    with pytest.raises(AdvisorError) as err:
+        decide(Request(model="qwen2.5-0.5b", gpu="H100-80GB", gpus=8, micro_batch=3, grad_accum=5,
+                       global_batch=99_999_999))
+    assert err.value.hint.startswith("use --global-batch 120 ")
