@@ -9,6 +9,7 @@ row above; the pipeline reads from the bottom up:
      9  tui                 the wizard: shows what the layers below compute
      8  advisor.verify      run a bundle, compare with the estimate of the files on disk
      7  advisor.check       estimate / check / check --bundle: resolve or read back, estimate, rules, report
+        advisor.autofix     check --fix: the rules' automatic fixes applied to a request (beside check)
      6  advisor.bundle      render, self-check, write, generate; read a folder back into a plan
         advisor.recommend   plan every GPU type and count for a job, price and rank them (beside bundle, not above)
      5  advisor.search      candidates, ranking, explanation, smallest change
@@ -32,7 +33,7 @@ SOURCES = ("advisor", "rules", "hw_probe", "tui.py")
 LAYERS: tuple[tuple[str, int], ...] = (
     ("advisor.core", 0), ("hw_probe", 0), ("advisor.catalog", 1), ("advisor.resolve", 2), ("advisor.model", 3),
     ("rules", 4), ("advisor.search", 5), ("advisor.bundle", 6), ("advisor.recommend", 6), ("advisor.check", 7),
-    ("advisor.verify", 8), ("tui", 9), ("advisor.cli", 10), ("advisor.__main__", 11),
+    ("advisor.autofix", 7), ("advisor.verify", 8), ("tui", 9), ("advisor.cli", 10), ("advisor.__main__", 11),
 )
 """(package or module, layer): a module belongs to the longest prefix that names it."""
 ROOT_MODULES = {"advisor": 0}
