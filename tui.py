@@ -1793,9 +1793,10 @@ class WizardApp(App):
                                    else "", "yellow")))
         self._rent_rows = [option for option, _, _ in rows]
         self._rent_cells = [dict(zip(headers, row, strict=True)) for _, _, row in rows]
-        # the command line's columns, one line per option: the plan of the highlighted one is shown under the table;
-        # on a narrow screen the per-GPU-hour price and the derived count make way (the cost and the hours stay)
-        order = [h for h in headers if h != "plan"]
+        # the command line's columns, one line per option: the plan and global batch of the highlighted one are shown
+        # under the table; on a narrow screen the per-GPU-hour price and the derived count make way (the cost and
+        # the hours stay)
+        order = [h for h in headers if h not in ("plan", "batch")]
         if self.size.width < 100:
             order = [h for h in order if h not in ("$/GPU-h", "steps", "tokens")]
         cells = []
@@ -1821,7 +1822,9 @@ class WizardApp(App):
             return
         by = self._rent_cells[self._rent_rows.index(option)]
         picks = ", ".join(PICK_WORDS.get(p, p) for p in option.best_for)
-        detail.update(Text.assemble((f"{by['GPUs']}: ", "bold"), by["plan"], (f"  ({picks})" if picks else "", "green"),
+        batch = f", {by['batch']} sequences per step" if by.get("batch") else ""
+        detail.update(Text.assemble((f"{by['GPUs']}: ", "bold"), by["plan"] + batch,
+                                    (f"  ({picks})" if picks else "", "green"),
                                     ("   o: plan for it", "dim")))
 
     def _highlighted_option(self):
