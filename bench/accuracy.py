@@ -107,7 +107,9 @@ VERIFY_LATER = ("bench/results/verify-h200-2026-12-03-new-1.jsonl", "bench/resul
                 "bench/results/verify-h100-2026-12-07-new-1.jsonl",
                 "bench/results/verify-h100-2026-12-07-new-2.jsonl",
                 "bench/results/verify-h100-2026-12-07-new-3.jsonl",
-                "bench/results/verify-h200-2026-12-07-new-4.jsonl")
+                "bench/results/verify-h200-2026-12-07-new-4.jsonl",
+                "bench/results/verify-h100-2026-12-07-new-5.jsonl",
+                "bench/results/verify-h100-2026-12-07-new-6.jsonl")
 """Every bundle verify ran after 2026-12-01: planner-picked plans of workloads no calibration row ran (the new-*
 cases), the planner's offload and ZeRO bundles, and the same new cases planned for and run on one H100. None was used
 to fit a constant; the GRPO/RLOO padding term was found on new-grpo-l1b's memory (docs/verify.md). Scored in issue

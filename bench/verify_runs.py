@@ -194,6 +194,9 @@ CASES: list[dict] = [
      "generate": ["--trainer", "rloo", "--backend", "fsdp2", "--vllm", "none", "--seq-len", "512",
                   "--max-completion-len", "128"],
      "verify": ["--steps", "6"], "shows": "a Qwen2.5-0.5B full RLOO under FSDP2 (reference loaded by TRL), as planned"},
+    {"name": "new-rloo-single-q0.5b", "model": "qwen2.5-0.5b",
+     "generate": ["--trainer", "rloo", "--vllm", "none", "--seq-len", "512", "--max-completion-len", "128"],
+     "verify": ["--steps", "6"], "shows": "the same RLOO as the planner picks it (its twin under FSDP2 beside it)"},
 ]
 
 
