@@ -69,8 +69,27 @@ def with_lora(model):
     return wrapped
 
 
+def fsdp2_wrap(torch, model) -> int:
+    """Shard the model as a bundle's accelerate.yaml does (TRANSFORMER_BASED_WRAP: each decoder layer, then the
+    root; reshard after forward) in a one-process group, and return how many modules FSDP2 now wraps: at every decode
+    step of generate each of them unshards (all-gather, copy-out) before its forward and frees after it."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29561")
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", rank=0, world_size=1)
+    layers = model.get_decoder().layers
+    for layer in layers:
+        fully_shard(layer, reshard_after_forward=True)
+    fully_shard(model, reshard_after_forward=True)
+    return len(layers) + 1
+
+
 def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any]], save,
-                arch: dict[str, Any] | None = None, padded: bool = False, lora: bool = False) -> None:
+                arch: dict[str, Any] | None = None, padded: bool = False, lora: bool = False,
+                fsdp2: bool = False) -> None:
     """Append one record per (batch, prompt) case to `rows`, calling `save` after each. `arch`: an architecture
     dict instead of the catalogue's row for `model_id` (the harness's own tests use a tiny one). `padded`: every other
     prompt is left-padded by one token (its attention mask starts with a 0), as GRPO/RLOO batches of prompts of
@@ -83,6 +102,7 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
     model = random_causal_lm(torch, arch, ids, _device(torch))
     if lora:
         model = with_lora(model)
+    wrapped = fsdp2_wrap(torch, model) if fsdp2 else 0
     for g in batches:
         for p in prompts:
             inp = torch.randint(0, ids["unk"], (g, p), device=_device(torch))
@@ -115,6 +135,7 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
             rows.append({
                 "host": host_probe(torch),  # the host's dispatch speed next to each case: does it drift?
                 "model": model_id, "layers": arch["layers"], "batch": g, "prompt": p, "padded": padded, "lora": lora,
+                "fsdp2_modules": wrapped,
                 "seconds_short": round(short, 4), "seconds_long": round(long, 4),
                 "decode_step_ms": round(step * 1e3, 3),
                 "fixed_and_prefill_s": round(short - SHORT * step, 4),
@@ -126,6 +147,23 @@ def probe_model(torch, model_id: str, prompts, batches, rows: list[dict[str, Any
             save()
 
 
+def fsdp2_module_seconds(result: dict[str, Any], reference_op_seconds: float) -> float | None:
+    """Host seconds FSDP2 adds per wrapped module and decode step, at the reference host: over every case measured
+    both plain and wrapped (same model, batch, prompt), (wrapped - plain decode step) / wrapped modules, scaled by
+    reference / the case's own 1-element no_grad op time (the hooks are host work, as the dispatch they join);
+    the median of the cases. None without a pair."""
+    plain = {(r["model"], r["batch"], r["prompt"], r["padded"], r["lora"]): r for r in result["rows"]
+             if not r.get("fsdp2_modules")}
+    per_module = []
+    for r in result["rows"]:
+        base = plain.get((r["model"], r["batch"], r["prompt"], r["padded"], r["lora"]))
+        if r.get("fsdp2_modules") and base is not None:
+            op = (r["host"]["nograd_op_us"] + base["host"]["nograd_op_us"]) / 2 * 1e-6
+            extra = (r["decode_step_ms"] - base["decode_step_ms"]) * 1e-3 / r["fsdp2_modules"]
+            per_module.append(extra * reference_op_seconds / op)
+    return statistics.median(per_module) if per_module else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.decode_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -134,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)), help="sequences generated at once")
     ap.add_argument("--padded", choices=("no", "yes", "both"), default="no",
                     help="left-pad every other prompt by one token (GRPO/RLOO's padded batches); both: each case twice")
+    ap.add_argument("--fsdp2", choices=("no", "yes", "both"), default="no",
+                    help="generate through a model FSDP2 wraps as the bundles do (each decoder layer and the root, one "
+                         "process); both: each case without, then with")
     ap.add_argument("--lora", choices=("no", "yes", "both"), default="no",
                     help="generate through the bundles' unmerged LoRA adapters in train mode (LORA_TARGETS); both: "
                          "each case without and with")
@@ -170,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     for m in a.models.split(","):
         for padded in {"no": (False,), "yes": (True,), "both": (False, True)}[a.padded]:
             for lora in {"no": (False,), "yes": (True,), "both": (False, True)}[a.lora]:
-                probe_model(torch, m.strip(), prompts, batches, result["rows"], save, padded=padded, lora=lora)
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()  # the model is gone with probe_model's frame
+                for fsdp2 in {"no": (False,), "yes": (True,), "both": (False, True)}[a.fsdp2]:
+                    probe_model(torch, m.strip(), prompts, batches, result["rows"], save, padded=padded, lora=lora,
+                                fsdp2=fsdp2)
+                    if torch.cuda.is_available():
+                        torch.cuda.empty_cache()  # the model is gone with probe_model's frame
     result["host_after"] = host_probe(torch)
     save()
     return 0

@@ -437,6 +437,18 @@ their own terms, and forward and backward overlapped apart. Refitted (0.347 befo
 optimizer step was timed apart (OPTIMIZER_BYTES_PER_WEIGHT_BYTE), Gemma-2's soft-capping, Phi-3's strided ops and
 transformers 5.17's MoE masks were terms, and the 2026-12-02 family rows (bench/rows/family-check-2026-12-02.json)
 and host-phase records joined the fit."""
+FSDP2_DECODE_MODULE_SECONDS = 9.67e-4
+"""Host seconds FSDP2 adds per wrapped module and decode step of transformers' generate (GRPO/RLOO/GKD without
+vLLM under an FSDP2 plan), at the reference host (REFERENCE_HOST_OP_SECONDS). With reshard_after_forward (the
+bundles' FULL_SHARD) every wrapped module unshards before its forward at every decode step (all-gather, copy-out)
+and frees after it, even on one process: its pre/post-forward hooks and about 12.6 more kernels per module are
+host work a decode step (tiny GEMMs) does not hide. Measured by bench/decode_probe.py --fsdp2 both on one H100
+(bench/results/decode-probe-fsdp2-h100-2026-12-07.json): Qwen2.5-0.5B and 1.5B at batches 8 and 64, each wrapped
+(decoder layers and root: 25 and 29 modules) beside its plain twin, decode steps 18-27 ms plain and 53-62 ms
+wrapped; per module 0.92-1.77 ms at that host, the median 0.967 ms once each case is scaled to the reference host
+by its own 1-element op time (bench.decode_probe.fsdp2_module_seconds; tests/model/test_fsdp2_decode_term.py holds
+the constant to it). A full RLOO bundle under FSDP2 ran 1.52x slower than its single-GPU twin on one H100 before
+this term (bench/results/verify-h100-2026-12-07-new-5.jsonl, -6.jsonl)."""
 ADAPTER_TOGGLE_SECONDS = 1.26e-4
 """CPU time, per adapted Linear, of switching a PEFT model's adapters off and back on: what DPOTrainer and KTOTrainer
 (TRL 1.16) pay per micro-batch to score a LoRA run's reference with the adapters disabled (`with use_adapter(model,
@@ -1202,7 +1214,10 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
                 step_gpu = max(step_gpu, uncached_decode_seconds(d, model, plan, target, pr, g, prompt + completion / 2))
             kernels = decode_step_kernels(d, plan, target)
             host = host_factor(target)
-            per_step = max(step_gpu, kernels * DECODE_LAUNCH_SECONDS * host)
+            dispatch = kernels * DECODE_LAUNCH_SECONDS
+            if plan.backend == "fsdp2":
+                dispatch += fsdp2_decode_modules(d) * FSDP2_DECODE_MODULE_SECONDS  # unshard/reshard per module
+            per_step = max(step_gpu, dispatch * host)
             if plan.backend == "fsdp2":
                 per_step += collective_seconds(d.P * w16, 1, n, plan, target)
             call = MGKD.GENERATE_CALL_SECONDS if plan.trainer == "gkd" else GENERATE_CALL_SECONDS
@@ -1221,6 +1236,12 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
         eff = gemm_efficiency(d.h, plan.micro_batch * plan.seq_len)
         scoring = (int(old) + int(ref)) * (mm_f + attn_f) / (peak * eff)
     return gen, scoring
+
+
+def fsdp2_decode_modules(d: MD.Dims) -> int:
+    """Modules an FSDP2 bundle wraps, each unsharded at every decode step: the decoder layers
+    (TRANSFORMER_BASED_WRAP) and the root."""
+    return d.L + 1
 
 
 def decode_step_kernels(d: MD.Dims, plan: Plan, target: Target) -> float:

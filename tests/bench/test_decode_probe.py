@@ -94,3 +94,18 @@ def test_a_lora_case_generates_through_unmerged_adapters_in_train_mode(short_cas
     adapted = [n for n, _ in model.named_modules() if n.endswith(".lora_A")]
     assert len(adapted) == arch["layers"] * len(DP.LORA_TARGETS)  # every target of every layer
     assert model.training  # as TRL generates: no eval() before generate
+
+
+def test_an_fsdp2_case_generates_through_the_wrapped_model(short_cases):
+    """The FSDP2 twin of a case: each decoder layer and the root wrapped (a one-process group), the count recorded."""
+    torch = short_cases
+    import torch.distributed as dist
+
+    rows: list = []
+    try:
+        DP.probe_model(torch, "tiny", [8], [2], rows, lambda: None, arch=TINY, fsdp2=True)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    assert len(rows) == 1 and rows[0]["fsdp2_modules"] == TINY["layers"] + 1
+    assert rows[0]["seconds_long"] > rows[0]["seconds_short"] > 0
