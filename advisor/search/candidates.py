@@ -215,11 +215,15 @@ def _accumulation(plan: Plan, micro: int, global_batch: int | None, pinned_accum
     if pinned_accum:
         return pinned_accum
     accum = max(1, math.ceil(global_batch / (micro * plan.dp_size))) if global_batch else 1
-    if plan.num_generations:
-        # accum must be a multiple of ng / gcd(micro x processes, ng): round up to it (closed form, not a search)
-        unit = plan.num_generations // math.gcd(micro * plan.num_processes, plan.num_generations)
-        accum = -(-accum // unit) * unit
-    return accum
+    unit = accumulation_step(micro, plan.num_processes, plan.num_generations)
+    return -(-accum // unit) * unit  # rounded up to it (closed form, not a search)
+
+
+def accumulation_step(micro: int, processes: int, generations: int) -> int:
+    """The accumulation must be a multiple of this: GRPO/RLOO's generation batch, micro x processes x accumulation,
+    holds whole groups of num_generations (GRPOConfig.__post_init__), i.e. ng / gcd(micro x processes, ng); 1 for
+    the other trainers."""
+    return generations // math.gcd(micro * processes, generations) if generations else 1
 
 
 def family(plan: Plan) -> tuple:

@@ -10,8 +10,6 @@ thousand memory estimates.
 
 from __future__ import annotations
 
-import math
-
 import rules
 from advisor.core.errors import AdvisorError, NoFeasiblePlanError
 from advisor.core.plan import Plan
@@ -36,6 +34,7 @@ from advisor.search.candidates import (
     Decision,
     _accumulation,
     _global_batch,
+    accumulation_step,
     family,
     structures,
 )
@@ -481,7 +480,7 @@ def _split_units(shapes: set[tuple[int, int, int]], micros: list[int], pinned_ac
     out = set()
     for dp, procs, generations in shapes:
         for micro in micros:
-            step = generations // math.gcd(micro * procs, generations) if generations else 1
+            step = accumulation_step(micro, procs, generations)
             if pinned_accum:
                 if pinned_accum % step == 0:
                     out.add((micro * dp * pinned_accum, 1))
