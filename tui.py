@@ -291,10 +291,10 @@ def rent_field_check(name: str, value) -> None:
 
         gpu_types(value.split(","))  # as the command line splits --gpu-types
     elif name == "prices":
-        from advisor.catalog.prices import parse_price_flag, price_override
+        from advisor.catalog.prices import parse_price_flags, price_override
 
-        for text in price_texts(value):
-            price_override(*parse_price_flag(text))
+        for gpu_id, usd in parse_price_flags(price_texts(value)).items():  # one price per GPU, as --price
+            price_override(gpu_id, usd)
 
 
 def price_texts(value: str | None) -> list[str]:
@@ -582,7 +582,7 @@ def compute_rent(ask: RentAsk) -> RentView | RentProblem:
     (one planner search each: seconds, in a worker). The model is resolved with downloads off first, as for the
     plan."""
     from advisor import catalog
-    from advisor.catalog.prices import parse_price_flag
+    from advisor.catalog.prices import parse_price_flags
     from advisor.recommend import recommend
 
     req = ask.request
@@ -595,7 +595,7 @@ def compute_rent(ask: RentAsk) -> RentView | RentProblem:
             return RentProblem(ask, "input", exc.message, exc.hint, about="model")
         limits = {k: v for k, v in (("max_gpus", ask.max_gpus), ("max_nodes", ask.max_nodes)) if v is not None}
         rec = recommend(req, gpu_types=ask.gpu_types.split(",") if ask.gpu_types is not None else None,
-                        prices=dict(parse_price_flag(text) for text in ask.prices), budget_usd=ask.budget_usd,
+                        prices=parse_price_flags(ask.prices), budget_usd=ask.budget_usd,
                         deadline_hours=ask.deadline_hours, sort=ask.sort, **limits)
     except NoFeasiblePlanError as exc:
         return RentProblem(ask, "nofit", exc.message, exc.hint)

@@ -160,11 +160,51 @@ def request_from_args(args: argparse.Namespace):
 
 
 def _print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    _write_stdout(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def _write_stdout(text: str) -> None:
+    """Write a command's data to stdout, flushed. A reader that stops early (`trl-advisor check ... | head -1`)
+    closes the pipe: the rest of the output is dropped and the command still ends with its own exit code, so that a
+    pipeline run with `set -o pipefail` reads "findings" (1) as findings, not as a clean 0."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+
+
+def _write_stderr(text: str) -> None:
+    """A diagnostic line on stderr. Its reader may be gone too (`trl-advisor ... 2>&1 | head -1`): the line is
+    dropped then, so that the exit code, the one thing left for the caller, stays the command's own rather than
+    Python's 1 for an exception raised while reporting the error."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except BrokenPipeError:
+        _point_at_null(sys.stderr)
+    except (OSError, ValueError):  # a full disk under `2> file`, a closed stream: nothing better to do
+        pass
+
+
+def _discard_stdout() -> None:
+    _point_at_null(sys.stdout)
+
+
+def _point_at_null(stream) -> None:
+    """Point a standard stream's descriptor at the null device once its reader is gone: later writes, and the flush
+    at interpreter exit, succeed silently instead of raising BrokenPipeError again or printing "Exception ignored"
+    (the approach of the Python documentation, library/signal.html, "Note on SIGPIPE")."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no null device, or a stream without a descriptor (in memory)
+        pass
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"note: {_one_line(text)}\n")
+    _write_stderr(f"note: {_one_line(text)}\n")
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -175,7 +215,7 @@ def _emit(text: str) -> None:
     and bidirectional overrides among them are shown escaped, so that no file can move the cursor or recolour the
     terminal of whoever runs `check`; newlines and tabs are the report's own layout."""
     text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-    sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+    _write_stdout(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 # ---- commands -------------------------------------------------------------------------------------------------
@@ -185,7 +225,7 @@ def cmd_probe(args) -> int:
 
     report = hw_probe.probe(output_dir=args.out_dir)
     if args.json:
-        sys.stdout.write(report.to_json() + "\n")
+        _write_stdout(report.to_json() + "\n")
     else:
         from hw_probe.render import render_text
 
@@ -339,14 +379,14 @@ def cmd_generate(args) -> int:
 
 
 def cmd_recommend(args) -> int:
-    from advisor.catalog.prices import parse_price_flag
+    from advisor.catalog.prices import parse_price_flags
     from advisor.recommend import recommend, recommendation_json, render_recommendation
 
     limits = {k: v for k, v in (("max_gpus", args.max_gpus), ("max_nodes", args.max_nodes)) if v is not None}
     req = request_from_args(args)
     try:
         rec = recommend(req, gpu_types=args.gpu_types.split(",") if args.gpu_types is not None
-                        else None, prices=dict(parse_price_flag(text) for text in args.price or ()),
+                        else None, prices=parse_price_flags(args.price or ()),
                         budget_usd=args.budget_usd, deadline_hours=args.deadline_hours, sort=args.sort, **limits)
     except AdvisorError as exc:
         if args.json and exc.exit_code == ExitCode.FINDINGS:
@@ -559,8 +599,8 @@ def _internal_error(exc: BaseException, argv: Sequence[str], debug: bool) -> int
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     summary = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")[:200]
     if debug:
-        sys.stderr.write(text)
-        sys.stderr.write(f"internal error: {summary}; please report it with the command line\n")
+        _write_stderr(text)
+        _write_stderr(f"internal error: {summary}; please report it with the command line\n")
         return int(ExitCode.INTERNAL)
     where = "(could not be written)"
     try:
@@ -570,7 +610,7 @@ def _internal_error(exc: BaseException, argv: Sequence[str], debug: bool) -> int
         where = path
     except OSError:
         pass
-    sys.stderr.write(f"internal error: {summary}; traceback in {where}; please report it with the command line\n")
+    _write_stderr(f"internal error: {summary}; traceback in {where}; please report it with the command line\n")
     return int(ExitCode.INTERNAL)
 
 
@@ -643,19 +683,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_text_arguments(args)
         return int(args.func(args))
     except AdvisorError as e:
-        sys.stderr.write(f"error: {_one_line(e.message)}\n")
-        if e.hint:
-            sys.stderr.write(f"hint: {_one_line(e.hint)}\n")
+        _write_stderr(f"error: {_one_line(e.message)}\n" + (f"hint: {_one_line(e.hint)}\n" if e.hint else ""))
         return int(e.exit_code)
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+        _write_stderr("interrupted\n")
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # a write outside _write_stdout (argparse's --help) to a reader that stopped early
+        _discard_stdout()
         return ExitCode.OK
     except OSError as e:  # a file we were told to read or write: say which, no traceback
         name = _one_line(str(e.filename)) if e.filename else ""
-        sys.stderr.write(f"error: {e.strerror or type(e).__name__}" + (f": {name}" if name else "") + "\n")
-        sys.stderr.write("hint: check the path, its permissions and the free disk space\n")
+        _write_stderr(f"error: {e.strerror or type(e).__name__}" + (f": {name}" if name else "") + "\n"
+                      "hint: check the path, its permissions and the free disk space\n")
         return int(ExitCode.USAGE)
     except SystemExit as e:  # argparse --help / --version, or a signal turned into an exit
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else int(ExitCode.USAGE))

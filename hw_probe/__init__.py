@@ -8,6 +8,7 @@ inside `probe()`, and imports nothing from the advisor.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import socket
@@ -122,7 +123,7 @@ def report_from_data(data: Any, *, where: str) -> HardwareReport:
         raise ReportError(f"{where} has schema {shown!r}; this version reads {SCHEMA_ID!r}",
                           hint="re-create it with this version: trl-advisor probe --json > hw.json")
     try:
-        report = HardwareReport.model_validate(data)
+        report = validate_strictly(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "the top level"
@@ -134,6 +135,16 @@ def report_from_data(data: Any, *, where: str) -> HardwareReport:
                           hint="the numbers are bytes, as `trl-advisor probe --json` writes them; re-create the file "
                                "on the machine with: trl-advisor probe --json > hw.json")
     return report
+
+
+def validate_strictly(data: dict) -> HardwareReport:
+    """A parsed report as a HardwareReport, each value of the JSON type `probe --json` writes. pydantic's default
+    (lax) mode would read "80000000000" and 8.0e10 as integers, true as the count 1 and "yes" as true
+    (docs.pydantic.dev, Conversion Table): a hand-edited or foreign file would then plan for a GPU whose memory is
+    1 byte, or whose memory is a string, without a word. Strict mode is applied to JSON text (model_validate_json),
+    where a JSON array still fills a tuple field and an integer a float one; `data` came from
+    advisor.core.safeio.load_json, so it dumps back to the same JSON."""
+    return HardwareReport.model_validate_json(json.dumps(data), strict=True)
 
 
 def check_plausible(report: HardwareReport) -> str | None:
@@ -163,6 +174,9 @@ def check_plausible(report: HardwareReport) -> str | None:
                 return f"{at}.processes.{j}.used_bytes is {process.used_bytes}, more than the GPU's memory"
         if gpu.power_limit_watts is not None and not math.isfinite(gpu.power_limit_watts):
             return f"{at}.power_limit_watts is {gpu.power_limit_watts}, not a finite number"
+    problem = _implausible_host(report.host)
+    if problem:
+        return problem
     nodes = report.cluster.slurm_nodes
     if nodes is not None and nodes > MAX_NODES:
         return f"cluster.slurm_nodes is {nodes}, more than the {MAX_NODES} nodes of the largest clusters"
@@ -170,4 +184,29 @@ def check_plausible(report: HardwareReport) -> str | None:
         value = getattr(report.cluster, name)
         if value is not None and value > MAX_GPUS * MAX_NODES:
             return f"cluster.{name} is {value}, more GPUs than any cluster has"
+    return None
+
+
+MAX_HOST_RAM_BYTES = 1 << 50
+"""1 PiB of host RAM: about 30 times the largest single machine sold (HPE Superdome Flex: 48 TB). The planner reads
+this to allow CPU offload; a larger figure is a typo (bytes for KiB) that would allow any offload."""
+MAX_CPU_CORES = 1 << 16
+"""65,536 cores: eight times Linux's largest NR_CPUS (8,192, arch/x86/Kconfig MAXSMP)."""
+
+
+def _implausible_host(host: HostInfo) -> str | None:
+    """The first host figure no real machine has, as check_plausible words it; None when all are plausible."""
+    # shm_bytes and locked_memory_limit_bytes stay unchecked: a tmpfs may be mounted larger than RAM, and an
+    # administrator may set `ulimit -l` to any finite number to mean "no limit"
+    for name in ("ram_total_bytes", "ram_available_bytes"):
+        value = getattr(host, name)
+        if value is not None and value > MAX_HOST_RAM_BYTES:
+            return f"host.{name} is {value}, above 1 PiB: not a machine's memory in bytes"
+    total, available = host.ram_total_bytes, host.ram_available_bytes
+    if total is not None and available is not None and available > total:
+        return f"host.ram_available_bytes is {available}, more than host.ram_total_bytes {total}"
+    for name, high in (("cpu_cores", MAX_CPU_CORES), ("numa_nodes", MAX_CPU_CORES)):
+        value = getattr(host, name)
+        if value is not None and value > high:
+            return f"host.{name} is {value}, more than any machine has"
     return None

@@ -179,8 +179,18 @@ def _load_json(text: str, where: str) -> dict:
             from None
     if not isinstance(data, dict):
         raise InputFileError(f"{where}: expected a JSON object at the top level, found {type(data).__name__}",
-                             hint="a DeepSpeed config is an object such as {\"zero_optimization\": {...}}")
+                             hint=_json_object_hint(os.path.basename(where)))
     return data
+
+
+def _json_object_hint(name: str) -> str:
+    """What the JSON file of this name holds, for a file that is not an object: the bundle's own records (plan.json,
+    model_config.json, teacher_config.json) come back from generate, a DeepSpeed config is rewritten."""
+    if name.startswith("ds_config") or name.startswith("ds_"):
+        return "a DeepSpeed config is an object such as {\"zero_optimization\": {...}}"
+    if name in ("plan.json", "model_config.json", "teacher_config.json"):
+        return f"{name} is written by trl-advisor generate: write the bundle again with generate --out DIR --force"
+    return "each JSON file of a bundle is an object ({...}) at the top level"
 
 
 def _load_yaml(text: str, where: str) -> dict:

@@ -223,15 +223,23 @@ def _model_choices(name: str) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------------ models
 
 
+def expand_user(text: str) -> Path:
+    """`~` and `~user` expanded as a shell does, and as huggingface_hub expands HF_HOME (constants.py:
+    os.path.expanduser): a `~nobody` with no such user, or `~` with neither HOME nor a passwd entry, stays as typed.
+    pathlib's Path.expanduser and Path.home raise RuntimeError there instead ("Could not determine home
+    directory"), which reached the user as an internal error."""
+    return Path(os.path.expanduser(text))
+
+
 def hf_cache_dir() -> Path:
     """The Hugging Face hub cache, found the way huggingface_hub finds it."""
     env = os.environ
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if env.get(var):
-            return Path(env[var]).expanduser()
+            return expand_user(env[var])
     if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+        return expand_user(env["HF_HOME"]) / "hub"
+    base = expand_user(env["XDG_CACHE_HOME"] if env.get("XDG_CACHE_HOME") else "~/.cache")
     return base / "huggingface" / "hub"
 
 
@@ -433,7 +441,7 @@ def resolve_model(name: str, *, allow_network: bool | None = None) -> ModelSpec:
             raise UnknownNameError(f"no catalogue model is the reference for size {size}", hint=f"sizes: {sizes}")
         return spec
 
-    path = Path(text).expanduser()
+    path = expand_user(text)
     if path.exists():
         return _local_spec(path)
     if _looks_like_path(text):

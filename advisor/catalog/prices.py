@@ -10,6 +10,7 @@ import functools
 import math
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
@@ -139,16 +140,37 @@ def reference_prices() -> dict[str, GpuPrice]:
     return dict(_reference_prices())
 
 
+_USD = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+"""What the dollar part of --price may look like: ASCII digits, a point, an exponent. Python's float() also takes
+'1_0', 'nan', 'infinity' and digits of other scripts ('٣'), none of which a user means as a price; a sign is left
+out because no price is negative (and '+3' is no clearer than '3')."""
+
+
 def parse_price_flag(text: str) -> tuple[str, float]:
     """`--price GPU=USD_PER_GPU_HOUR` as (GPU name, dollars); `price_override` checks both."""
     name, sep, value = text.partition("=")
     if not sep or not name.strip() or not value.strip():
         raise AdvisorError(f"--price {text!r:.60} is not GPU=USD_PER_GPU_HOUR", hint="for example --price H100=2.49")
-    try:
-        return name.strip(), float(value)
-    except ValueError:
-        raise AdvisorError(f"--price {name.strip()}: {value.strip()!r:.30} is not a number of US dollars",
-                           hint="for example --price H100=2.49") from None
+    if not _USD.fullmatch(value.strip()):
+        raise AdvisorError(f"--price {name.strip()[:40]}: {value.strip()!r:.30} is not a number of US dollars",
+                           hint="for example --price H100=2.49")
+    return name.strip(), float(value)
+
+
+def parse_price_flags(texts: Iterable[str]) -> dict[str, float]:
+    """Every `--price GPU=USD` of a command line as {catalogue GPU id: dollars}. A GPU priced twice, under one name
+    or two (`H100=2 --price H100-80GB=3`), is a usage error: which of the two prices the ranking used would
+    otherwise depend on the flags' order, and nothing would say so."""
+    prices: dict[str, float] = {}
+    given: dict[str, str] = {}
+    for text in texts:
+        name, usd = parse_price_flag(text)
+        gpu_id = resolve_gpu(name).id
+        if gpu_id in prices:
+            raise AdvisorError(f"--price names {gpu_id} twice ({given[gpu_id]!r:.60} and {text!r:.60})",
+                               hint=f"give one --price for {gpu_id}")
+        prices[gpu_id], given[gpu_id] = usd, text
+    return prices
 
 
 def price_override(name: str, usd: float) -> GpuPrice:

@@ -89,6 +89,12 @@ CAUSAL_LM_LOADS_VISION_TOWER = frozenset({"gemma3", "gemma3n", "gemma4", "gemma4
 MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, the *ForConditionalGeneration entries of text-and-image models)."""
 
 
+MAX_MODEL_PARAMS = 10**14
+"""100 trillion parameters, weights and any vision tower together: fifty times the largest open checkpoints (Kimi K2,
+DeepSeek-V3: about 1T). Each config.json size is capped on its own (advisor.catalog.hf_config.MAX_CONFIG_INT), but
+their products are not: a vocab_size of 10**12, or a vision image_size of 2**40, gives a model of 10**16 to 10**27
+parameters whose "does not fit" and whose memory figures mean nothing."""
+
 QUANT_METHOD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 """A quantization method name as findings may print it: transformers' own are lower-case words with `_` and `-`
 (utils/quantization_config.py QuantizationMethod); anything else in a config.json is refused before it reaches a
@@ -184,6 +190,9 @@ class ModelSpec(_Row):
             raise SpecError("(row)", f"{self.id}: MoE rows need experts_per_token and moe_intermediate")
         if not self.source.startswith(("https://", "http://", "file://", "local:")):
             raise SpecError("source", f"{self.id}: source must be a URL")
+        if self.loaded_params > MAX_MODEL_PARAMS:
+            raise SpecError("(row)", f"{self.id}: its sizes make {self.loaded_params:.3g} parameters, more than the "
+                                     f"{MAX_MODEL_PARAMS:.0e} of any model")
 
     # ---- parameter counts (exact for the Llama/Qwen/Mistral/Gemma/Phi decoder layout) ----
     @property

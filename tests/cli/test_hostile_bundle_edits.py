@@ -284,3 +284,17 @@ def test_a_plan_json_gpu_the_catalogue_lacks_names_plan_json_in_check_and_verify
     argv = ["check", "--bundle", str(folder)] if command == "check" else ["verify", str(folder), "--dry-run"]
     code, _, err = _run(capsys, argv)
     assert code == 2 and f"plan.json: hardware.gpu is {gpu!r}, which {why}" in err, err
+
+
+@pytest.mark.parametrize("name", ["plan.json", "model_config.json", "ds_config.json"])
+@pytest.mark.parametrize("text", ["[]", "null", "3"])
+def test_a_json_file_that_is_not_an_object_gets_the_hint_for_that_file(bundles, tmp_path, capsys, name, text):
+    path = _copy(bundles["ds3"], tmp_path)
+    (path / name).write_text(text)
+    assert main(["check", "--bundle", str(path)]) == 2
+    error, hint = capsys.readouterr().err.strip().splitlines()[-2:]
+    assert name in error and "expected a JSON object" in error
+    if name == "ds_config.json":
+        assert "DeepSpeed config" in hint
+    else:
+        assert "DeepSpeed" not in hint and "generate" in hint

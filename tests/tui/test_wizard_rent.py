@@ -152,7 +152,8 @@ def test_recommend_runs_in_a_worker_on_the_rent_tab_only_and_stale_answers_are_d
 @pytest.mark.parametrize(("field", "text", "flag"), [
     ("max_gpus", "0", "--max-gpus 0"), ("max_gpus", "x", "--max-gpus x"), ("max_nodes", "9999", "--max-nodes 9999"),
     ("budget_usd", "-1", "--budget-usd -1"), ("deadline_hours", "soon", "--deadline-hours soon"),
-    ("gpu_types", "H1000", "--gpu-types H1000"), ("prices", "H100=abc", "--price H100=abc")])
+    ("gpu_types", "H1000", "--gpu-types H1000"), ("prices", "H100=abc", "--price H100=abc"),
+    ("prices", "H100=1 h100-80gb=2", "--price H100=1 --price h100-80gb=2")])
 def test_a_field_error_is_the_one_recommend_prints(field, text, flag):
     async def scenario(app, pilot):
         await pilot.press("6")
