@@ -8,6 +8,7 @@ import difflib
 import re
 
 from advisor.catalog.hf_config import BUILT_IN_MODEL_TYPES
+from rules import vercmp
 from rules.common import NO_FILES, as_float, as_int, gib, is_auto, truthy, uses_peft, uses_zero3
 from rules.datafiles import load_toml
 from rules.model import Context, Result, fail, na, ok
@@ -695,32 +696,47 @@ def _ckpt_kwargs(ctx: Context) -> dict:
 
 
 @rule(id="CFG016", name="zero3-peft-reentrant-checkpointing", severity="warning", seed="GC-02",
-      reads=("plan.zero_stage", "plan.method", "files.trl_args.gradient_checkpointing_kwargs"))
+      reads=("plan.zero_stage", "plan.method", "files.trl_args.gradient_checkpointing_kwargs",
+             "files.trl_args.activation_checkpointing_kwargs", "versions.transformers"))
 def zero3_peft_reentrant(ctx: Context) -> Result:
-    """PEFT under ZeRO-3 trains with reentrant checkpointing: TRL overrides `use_reentrant=False`.
+    """PEFT under ZeRO-3 must checkpoint reentrantly, and from transformers 5.23 only the file can make it so.
 
     ## Why
     Non-reentrant checkpointing fails under ZeRO-3 with frozen (LoRA) parameters ("Recomputed values ... shape [0]"),
-    so SFT/GRPO/DPO trainers force `use_reentrant=True` and warn when the user asked for False. The setting in the
-    file is not what runs.
+    so the SFT/DPO/KTO/GRPO/RLOO trainers force `use_reentrant=True`, warning when the user asked for False. They do
+    it by assigning a new dict to `args.gradient_checkpointing_kwargs`. From transformers 5.23 that name is a
+    deprecated alias which `TrainingArguments.__post_init__` mirrors from `activation_checkpointing_kwargs` once, and
+    the Trainer reads `activation_checkpointing_kwargs` when it turns checkpointing on: TRL's dict never reaches it,
+    and with the kwargs unset the model checkpoints with transformers' default `use_reentrant=False`.
 
     ## Fix
-    Remove `use_reentrant` from `gradient_checkpointing_kwargs` (or set it True) for PEFT + ZeRO-3.
+    Pass `activation_checkpointing_kwargs={"use_reentrant": True}` (`gradient_checkpointing_kwargs` before
+    transformers 5.23) for PEFT + ZeRO-3.
 
     ## Example
-    LoRA + ZeRO-3 with `gradient_checkpointing_kwargs={"use_reentrant": False}` warns; without it passes.
+    LoRA + ZeRO-3 with `gradient_checkpointing_kwargs={"use_reentrant": False}`, or with nothing set on transformers
+    5.25, warns; with `activation_checkpointing_kwargs={"use_reentrant": True}` it passes.
 
     ## References
     - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/sft_trainer.py
+    - https://github.com/huggingface/transformers/blob/v5.25.0/src/transformers/training_args.py
     - https://github.com/huggingface/trl/issues/2514
     """
     if ctx.files is None:
         return na(NO_FILES)
     if not (uses_zero3(ctx) and uses_peft(ctx) and ctx.plan.grad_ckpt):
         return na("no PEFT + ZeRO-3 + gradient checkpointing")
-    if _ckpt_kwargs(ctx).get("use_reentrant") is False:
+    reentrant = _ckpt_kwargs(ctx).get("use_reentrant")
+    if reentrant is False:
         return fail("use_reentrant=False with PEFT under ZeRO-3: TRL forces True (with a warning)",
                     "remove use_reentrant from gradient_checkpointing_kwargs")
+    transformers = (ctx.versions or {}).get("transformers")
+    if reentrant is not True and transformers and vercmp.is_version(transformers) \
+            and vercmp.compare(transformers, "5.23.0") >= 0:
+        return fail(f"use_reentrant unset with PEFT under ZeRO-3: on transformers {transformers} TRL's forced "
+                    "use_reentrant=True lands on the deprecated gradient_checkpointing_kwargs, which the Trainer no "
+                    "longer reads, so checkpointing runs non-reentrant",
+                    'pass activation_checkpointing_kwargs={"use_reentrant": True} to the TRL config')
     return ok("reentrant checkpointing")
 
 

@@ -331,9 +331,10 @@ def fsdp2_fp32_master_weights(ctx: Context) -> Result:
     (`fsdp2_prepare_model`: "FSDP upcast of low precision parameters to fp32"), which TRL's `bf16=True` default
     turns on. Weights, gradients and AdamW states are then fp32: 16 bytes per trained parameter over the ranks,
     twice what a bf16 model trained without FSDP holds. On 2 x H200 a DPO Llama-3.1-8B FSDP2 plan estimated without
-    this ran out of memory. With it, the one FSDP2 run measured still peaked 18 % of the GPU above the current
-    estimate (133 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more
-    headroom (advisor.model.calibration.FSDP2_UNEXPLAINED_MARGIN_FRACTION, 0.181).
+    this ran out of memory. With it, and with the reference's forward gathering the whole model (TRL's prepare_fsdp shards the root
+    module only), the one FSDP2 run with a reference measured still peaked 9 % of the GPU above the current estimate
+    (133 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more headroom
+    (advisor.model.calibration.FSDP2_UNEXPLAINED_MARGIN_FRACTION, 0.090).
 
     ## Fix
     Nothing to change: the estimate counts it. For smaller states, train LoRA (adapters only), or compare the
@@ -361,5 +362,54 @@ def fsdp2_fp32_master_weights(ctx: Context) -> Result:
                 "none needed; LoRA or the ZeRO-3 alternative hold less")
 
 
+@rule(id="MEM007", name="fsdp2-frozen-model-gathered-whole", severity="error",
+      reads=("plan.backend", "plan.trainer", "plan.method", "plan.ref_model", "plan.teacher_params", "model.params",
+             "target.gpu_memory_bytes"))
+def fsdp2_frozen_model_gathered_whole(ctx: Context) -> Result:
+    """Under FSDP2 a reference or teacher model is one FSDP unit: its forward gathers the whole model on every GPU.
+
+    ## Why
+    TRL shards the models it does not train with `prepare_fsdp`, which calls `fully_shard` on the root module only
+    (trl/models/utils.py): no per-layer units, so each forward all-gathers every weight at once, in the 16-bit
+    compute dtype. The DPO/KTO reference (a copy, or the one they load for `precompute_ref_log_probs`, since under
+    FSDP the policy is not sharded before `train()`), the GRPO/RLOO KL reference and the GKD teacher (which the
+    bundle shards the same way) all need the whole model's weights on one GPU for a moment, whatever the number of
+    GPUs. A model whose weights alone exceed one GPU cannot run.
+
+    ## Fix
+    Use DeepSpeed ZeRO-3 (TRL's `prepare_deepspeed` keeps the reference partitioned and gathers it layer by layer),
+    LoRA (the reference is the base model with the adapter off), or a smaller reference/teacher.
+
+    ## Example
+    DPO full fine-tuning of Llama-3.1-70B with precomputed reference log-probs on 8 x H100-80GB under FSDP2: 70.6B x
+    2 B = 131 GiB gathered on an 80 GiB GPU fails; the same on ZeRO-3 passes.
+
+    ## References
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/models/utils.py
+    - https://github.com/huggingface/trl/blob/v1.16.0/trl/trainer/dpo_trainer.py
+    - https://docs.pytorch.org/docs/stable/distributed.fsdp.fully_shard.html
+    """
+    p = ctx.plan
+    if p.backend != "fsdp2":
+        return na("not FSDP2")
+    if p.trainer == "gkd":
+        params, what = (p.teacher_params or ctx.model.params), "GKD teacher"
+    elif p.method == "full" and p.trainer in ("dpo", "kto") and p.ref_model in ("copy", "bema", "precompute"):
+        params, what = ctx.model.params, "reference model"
+    elif p.method == "full" and p.trainer in ("grpo", "rloo") and p.ref_model == "copy":
+        params, what = ctx.model.params, "KL reference model"
+    else:
+        return na("no frozen second model under FSDP2")
+    gathered = params * (4 if p.precision == "fp32" else 2)
+    capacity = ctx.target.gpu_memory_bytes
+    if not capacity:
+        return na("GPU memory not known")
+    if gathered > capacity * 0.9:
+        return fail(f"the {what}'s {params / 1e9:.2f}B weights, gathered whole for each forward ({gib(gathered)}), "
+                    f"exceed one {ctx.target.gpu.id} ({gib(capacity)}): TRL's prepare_fsdp shards it as one unit",
+                    "use --backend deepspeed --zero 3, --method lora, or a smaller reference/teacher")
+    return ok(f"the {what} gathered whole ({gib(gathered)}) fits one GPU")
+
+
 RULES = (fits_per_gpu, low_headroom, offload_host_ram, pinned_memory_locked_limit, vllm_colocate_fraction,
-         fsdp2_fp32_master_weights)
+         fsdp2_fp32_master_weights, fsdp2_frozen_model_gathered_whole)

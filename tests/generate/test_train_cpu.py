@@ -45,6 +45,10 @@ CASES = {
     # GKD with its own teacher (a random model of the teacher's architecture, from teacher_config.json)
     "gkd": dict(trainer="gkd", ref_model="copy", teacher="Qwen/Qwen2.5-0.5B", teacher_params=494032768, seq_len=64,
                 micro_batch=2, grad_accum=2, max_completion_len=16),
+    # the same under FSDP2: the teacher is sharded with TRL's prepare_fsdp once the trainer exists (GKDTrainer leaves
+    # it where it was loaded); a CPU run has no FSDP, and that step stays out of its way
+    "gkd-fsdp2": dict(trainer="gkd", ref_model="copy", backend="fsdp2", teacher="Qwen/Qwen2.5-0.5B",
+                      teacher_params=494032768, seq_len=64, micro_batch=2, grad_accum=2, max_completion_len=16),
     # DPO whose reference follows the policy by BEMA (the experimental DPOTrainer and BEMACallback)
     "dpo-bema": dict(trainer="dpo", ref_model="bema", seq_len=64, micro_batch=2, grad_accum=1),
     # DPO with reference log-probs scored before training (no reference copy)
