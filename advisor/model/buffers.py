@@ -113,6 +113,19 @@ def reference_model_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     with PEFT TRL disables the adapter instead, no copy; BEMA moves a copy's weights, it is a copy on the GPU), and the
     GKD teacher (--teacher: its own parameter count). Loaded like the policy (load dtype; DeepSpeed prepare_deepspeed
     -> 16-bit, ZeRO-3-partitioned at stage 3; FSDP2 prepare_fsdp -> sharded)."""
+    params = frozen_model_params(d, plan)
+    if not params:
+        return 0
+    n = shard_count(plan)
+    if plan.backend == "deepspeed":
+        b = params * pr.work
+        return b // n if plan.zero_stage == 3 else b
+    b = params * pr.load
+    return b // n if plan.backend == "fsdp2" else b
+
+
+def frozen_model_params(d: Dims, plan: Plan) -> int:
+    """Parameters of the frozen second model a run keeps on the GPUs (reference_model_bytes), 0 without one."""
     if plan.trainer == "gkd":
         copy = plan.ref_model != "none"
     else:
@@ -120,13 +133,32 @@ def reference_model_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     if not copy:
         return 0
     # the policy's copy loads the same class, its vision tower included (ModelSpec.vision_params)
-    params = plan.teacher_params if plan.trainer == "gkd" and plan.teacher_params else d.P + d.vision
-    n = shard_count(plan)
-    if plan.backend == "deepspeed":
-        b = params * pr.work
-        return b // n if plan.zero_stage == 3 else b
-    b = params * pr.load
-    return b // n if plan.backend == "fsdp2" else b
+    return plan.teacher_params if plan.trainer == "gkd" and plan.teacher_params else d.P + d.vision
+
+
+def fsdp2_frozen_gather_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """FSDP2: TRL shards a reference or teacher with prepare_fsdp (trl/models/utils.py), which calls fully_shard on
+    the root module alone: the whole model is one FSDP unit, so each of its forwards all-gathers every weight on every
+    GPU (the load dtype's full size beside the shard) until the forward ends and reshards it."""
+    if plan.backend != "fsdp2":
+        return 0
+    return frozen_model_params(d, plan) * pr.load
+
+
+def fsdp2_precompute_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """DPO/KTO full fine-tuning under FSDP2 with precomputed reference log-probs: the policy is not sharded before
+    train(), so the trainer loads a reference of its own for the precompute (dpo_trainer.py / kto_trainer.py
+    __init__: `precompute_ref_log_probs and not self.is_fsdp_enabled`), whole on the process's GPU (the bundle's
+    train.py), shards it with prepare_fsdp (root only) and scores the dataset, gathering it whole again for each
+    forward, before the policy reaches the GPU: the whole model gathered, its shard, and one forward's working set.
+    0 for other plans."""
+    if not (plan.backend == "fsdp2" and plan.trainer in ("dpo", "kto") and plan.method == "full"
+            and plan.ref_model == "precompute"):
+        return 0
+    params = d.P + d.vision
+    whole = params * pr.load
+    return whole + whole // shard_count(plan) + forward_transient_bytes(d, plan, pr, local_tokens(plan),
+                                                                          logit_tokens(plan))
 
 
 def forward_transient_bytes(d: Dims, plan: Plan, pr: Precision, tokens: int, logit_tok: int) -> int:
@@ -149,4 +181,5 @@ def reference_forward_transient(d: Dims, plan: Plan, pr: Precision) -> int:
     policy's saved activations. Precomputed reference log-probs skip it."""
     if plan.trainer not in ("dpo", "kto", "gkd") or (plan.trainer != "gkd" and plan.ref_model == "precompute"):
         return 0
-    return forward_transient_bytes(d, plan, pr, local_tokens(plan), logit_tokens(plan))
+    return (forward_transient_bytes(d, plan, pr, local_tokens(plan), logit_tokens(plan))
+            + fsdp2_frozen_gather_bytes(d, plan, pr))

@@ -40,6 +40,8 @@ from advisor.model.activations import (
 from advisor.model.buffers import (
     ddp_bucket_bytes,
     forward_transient_bytes,
+    fsdp2_frozen_gather_bytes,
+    fsdp2_precompute_bytes,
     fsdp_accumulated_grad_bytes,
     fsdp_unsharded_bytes,
     qlora_dequant_bytes,
@@ -202,10 +204,19 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
     if old or ref:
         seq_tok = plan.micro_batch * plan.seq_len
         tr = forward_transient_bytes(d, plan, pr, seq_tok, logit_tokens(plan))
+        if ref:  # the KL reference's forward, gathered whole under FSDP2
+            tr += fsdp2_frozen_gather_bytes(d, plan, pr)
         so = base_other + in_flight["zero3_live_params"] + in_flight["fsdp_unsharded"]
         phases.append(("scoring", W + g_keep + opt + tr + so,
                        {"weights": W, "gradients": g_keep, "optimizer": opt, "activations": tr, "logits": 0,
                         "other": so}))
+
+    precompute = fsdp2_precompute_bytes(d, plan, pr)
+    if precompute:
+        # before train(): the policy is still on the host (buffers.fsdp2_precompute_bytes)
+        phases.append(("scoring", precompute + calibration.RUNTIME_ALLOCATED_BYTES,
+                       {"weights": 0, "gradients": 0, "optimizer": 0, "activations": 0, "logits": 0,
+                        "other": precompute + calibration.RUNTIME_ALLOCATED_BYTES, "precompute_reference": precompute}))
 
     name, peak, parts = max(phases, key=lambda p: p[1])
     detail = {k: v for k, v in parts.items() if k not in ("weights", "gradients", "optimizer", "activations",
