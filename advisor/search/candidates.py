@@ -145,13 +145,17 @@ def _parallel_options(req: Request, model: ModelSpec, world: int) -> list[tuple[
     """(sp, cp) pairs. Unpinned: plain data parallel, plus the Ulysses degrees the heads allow for long sequences."""
     if req.sp_size or req.cp_size:
         return [(req.sp_size or 1, req.cp_size or 1)]
+    from rules.parallelism import PAIRED_TRAINERS, valid_sp_sizes
+
     if req.trainer in R.GENERATING_TRAINERS or world == 1:
         return [(1, 1)]  # GRPO/RLOO reject SP and CP (grpo_config.py __post_init__)
+    if req.trainer in PAIRED_TRAINERS:
+        # DPO/KTO/GKD batches cannot be split (rule SP017): every such structure was estimated and then refused,
+        # a third of a 32k DPO search, and listed as a rejected alternative the user cannot pick
+        return [(1, 1)]
     seq = req.seq_len or DEFAULT_SEQ_LEN
     options = [(1, 1)]
     if seq >= 16384:
-        from rules.parallelism import valid_sp_sizes
-
         options += [(sp, 1) for sp in valid_sp_sizes(model, world) if sp > 1]
     return options
 
@@ -176,9 +180,17 @@ def structures(req: Request, model: ModelSpec, target: Target) -> list[Plan]:
         world = target.world_size - (vgpus * target.nodes if vmode == "server" else 0)
         if world < 1:
             continue
+        if vmode == "server" and method == "qlora" and req.vllm != "server":
+            # QLoRA's merged 4-bit weights reach a bf16 server packed and the first sync fails (rule VLLM013): every
+            # such structure was estimated and then refused; a server the user pins is left for the rule to name
+            continue
         for (backend, stage, offload), (sp, cp), ckpt, liger in itertools.product(
                 _backend_options(req, world), _parallel_options(req, model, world), ckpts, ligers):
             if backend == "single" and world > 1:
+                continue
+            if sp > 1 and backend != "deepspeed" and not (req.backend or req.sp_size):
+                # the planner's own Ulysses degrees run on DeepSpeed only (rule SP002: refused whatever the memory);
+                # with --sp-size pinned the other backends stay, shown refused by the rule
                 continue
             if req.unsloth and backend == "fsdp2":
                 continue  # Unsloth's FSDP2 needs its own wrap (UNSLOTH_FSDP2=1, rule CMP003): DeepSpeed or DDP here
@@ -207,6 +219,26 @@ def _colocate_share(req: Request, model: ModelSpec, target: Target, plan: Plan) 
         return plan
     share = colocate_fraction(model, plan, target, DEFAULT_VLLM_MEM_FRACTION)
     return plan if share == plan.vllm_mem_fraction else plan.with_(vllm_mem_fraction=share)
+
+
+def micro_batches(req: Request, dp_size: int) -> list[int]:
+    """The micro-batches to scan on `dp_size` data-parallel replicas: the pinned one; the one a pinned --global-batch
+    and --grad-accum leave, whatever it is (48 over 8 replicas x 2 accumulation is 3, which TRL takes as
+    per_device_train_batch_size like any other; refusing it for not being a power of two refused a batch that
+    splits exactly); else the powers of two of MICRO_BATCHES."""
+    if req.micro_batch:
+        return [req.micro_batch]
+    if req.global_batch and req.grad_accum:
+        micro, rest = divmod(req.global_batch, dp_size * req.grad_accum)
+        if micro >= 1 and not rest:
+            return [micro]
+    return [m for m in MICRO_BATCHES if m >= smallest_micro_batch(req)]
+
+
+def smallest_micro_batch(req: Request) -> int:
+    """KTO's KL term needs two examples per device (KTOTrainer: "Actual (not effective) batch size must be > 1",
+    rule TRN005); one for the other trainers."""
+    return 2 if req.trainer == "kto" else 1
 
 
 def _accumulation(plan: Plan, micro: int, global_batch: int | None, pinned_accum: int | None) -> int:

@@ -8,7 +8,7 @@ from advisor.core.safeio import shell_path
 from advisor.core.specs import GIB
 from advisor.model.job import describe as describe_job
 from advisor.resolve.attention import choose_attention
-from advisor.search.candidates import DEFAULT_GLOBAL_BATCH, Candidate, Decision, family
+from advisor.search.candidates import DEFAULT_GLOBAL_BATCH, Candidate, Decision, family, smallest_micro_batch
 
 
 def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str, str]:
@@ -41,7 +41,13 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
                                  f"{plan.global_batch} sequences per step (target {target})")
         if plan.num_generations:
             reasons["grad_accum"] += f"; divisible by num_generations {plan.num_generations} (GRPOConfig rule)"
-        if plan.global_batch != target and target % plan.dp_size:
+        smallest = smallest_micro_batch(req)
+        if plan.global_batch > target and plan.micro_batch == smallest and plan.grad_accum == 1:
+            # the target is below what one step of the smallest micro-batch trains on these processes
+            kto = " KTO allows (its KL term needs 2 per device)" if smallest > 1 else ""
+            reasons["grad_accum"] += (f"; the smallest micro-batch{kto}, {smallest}, over {plan.dp_size} data-parallel "
+                                      f"processes already trains {plan.global_batch}")
+        elif plan.global_batch != target and target % plan.dp_size:
             # say why the target was missed: no micro-batch x accumulation over these processes gives it
             reasons["grad_accum"] += (f"; {target} is not a multiple of the {plan.dp_size} data-parallel processes: "
                                       "pass --global-batch to choose another")
@@ -80,6 +86,14 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
 
 
 def _micro_reason(decision: Decision, plan: Plan) -> str:
+    req = decision.request
+    if req.global_batch and req.grad_accum:
+        return (f"{plan.micro_batch}: what --global-batch {req.global_batch} and --grad-accum {req.grad_accum} leave "
+                f"for each of the {plan.dp_size} data-parallel replicas")
+    target = req.global_batch or DEFAULT_GLOBAL_BATCH
+    if plan.micro_batch == smallest_micro_batch(req) and plan.micro_batch * plan.dp_size > target:
+        return (f"{plan.micro_batch}: the smallest{' KTO allows' if plan.micro_batch > 1 else ''}, already over the "
+                f"global batch of {target} on {plan.dp_size} data-parallel processes")
     note = decision.chosen.next_micro_note
     if note:
         return f"{plan.micro_batch}: the largest that fits with headroom ({note})"

@@ -10,6 +10,8 @@ thousand memory estimates.
 
 from __future__ import annotations
 
+import math
+
 import rules
 from advisor.core.errors import AdvisorError, NoFeasiblePlanError
 from advisor.core.plan import Plan
@@ -18,7 +20,9 @@ from advisor.core.specs import GIB, ModelSpec
 from advisor.core.target import Target
 from advisor.model import calibration
 from advisor.model import speed as speed_model
-from advisor.model.estimate import estimate_plan, result_dict
+from advisor.model.estimate import result_dict
+from advisor.model.memory import estimate_memory
+from advisor.model.speed import estimate_speed
 from advisor.resolve import (
     DEFAULT_SEQ_LEN,
     METHOD_ORDER,
@@ -29,13 +33,14 @@ from advisor.resolve import (
 )
 from advisor.search.candidates import (
     DEFAULT_GLOBAL_BATCH,
-    MICRO_BATCHES,
     Candidate,
     Decision,
     _accumulation,
     _global_batch,
     accumulation_step,
     family,
+    micro_batches,
+    smallest_micro_batch,
     structures,
 )
 from advisor.search.explain import explain_choice
@@ -47,27 +52,46 @@ def _structural_errors(req: Request, model: ModelSpec, target: Target, plan: Pla
     return [f for f in findings if f.is_error]
 
 
-def _estimate(model, plan, target):
-    return estimate_plan(model, plan, target)
+LARGEST_NODE_HOST_RAM_BYTES = 4 << 40
+"""The host RAM assumed of a node whose RAM is not known (a catalogue GPU, no probe file): the most a GPU server is
+built with, 4 TiB (NVIDIA DGX B200's maximum; DGX H100/H200 and the clouds' 8-GPU H100/H200 instances have 2 TiB).
+A plan that needs more per node (405B full fine-tuning on one node of 8 with every state offloaded: about 6.5 TB)
+runs on no such server; it is refused here rather than shown with a note that the host RAM was not checked."""
+
+
+def host_limit_bytes(target: Target) -> float:
+    """The most host RAM a plan may need per node: 90 % of the probed node's, keeping 10 % for the OS, the data
+    loader and page cache; else LARGEST_NODE_HOST_RAM_BYTES."""
+    if target.host_ram_bytes is None:
+        return LARGEST_NODE_HOST_RAM_BYTES
+    return 0.9 * target.host_ram_bytes
 
 
 def _host_ok(mem, target: Target) -> bool:
-    if target.host_ram_bytes is None or not mem.host_bytes:
-        return True
-    # Keep 10% of the node's RAM for the OS, the data loader and page cache.
-    return mem.host_bytes <= 0.9 * target.host_ram_bytes
+    return not mem.host_bytes or mem.host_bytes <= host_limit_bytes(target)
+
+
+def _host_ram_text(target: Target) -> str:
+    if target.host_ram_bytes is None:
+        return (f"no node holds that much (the RAM of this catalogue target's nodes is not known; the largest GPU "
+                f"servers have {LARGEST_NODE_HOST_RAM_BYTES / GIB:.0f} GiB)")
+    return f"the node has {target.host_ram_bytes / GIB:.0f} GiB"
 
 
 def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure: Plan,
-                      global_batch: int | None) -> tuple[Candidate, int]:
-    """The fastest micro-batch of one structure that fits, or the smallest miss; and how many were estimated."""
-    micros = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
+                      global_batch: int | None) -> tuple[Candidate, int, bool]:
+    """The fastest micro-batch of one structure that fits, or the smallest miss; how many were estimated; and
+    whether host RAM ended the scan."""
+    micros = micro_batches(req, structure.dp_size)
     best: Candidate | None = None
     miss: Candidate | None = None
     estimated = 0
+    host_missed = False
     for micro in micros:
-        if global_batch and micro > 1 and micro * structure.dp_size > global_batch and not req.micro_batch:
-            break  # a larger micro-batch would overshoot the requested global batch
+        if global_batch and micro > micros[0] and micro * structure.dp_size > global_batch and not req.micro_batch:
+            # a larger micro-batch would overshoot the requested global batch; the smallest is taken whatever it
+            # trains (KTO's 2 per device over 64 processes is 128 sequences, more than the default 64)
+            break
         plan = structure.with_(micro_batch=micro, grad_accum=_accumulation(structure, micro, global_batch,
                                                                             req.grad_accum))
         step = plan.micro_batch * plan.dp_size * plan.grad_accum
@@ -78,9 +102,13 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
                 f"micro-batch {micro} x {plan.dp_size} data-parallel x {plan.grad_accum} accumulation trains {step} "
                 f"sequences per step, not the {req.global_batch} --global-batch asks"))
             continue
-        mem, spd = _estimate(model, plan, target)
+        mem = estimate_memory(model, plan, target)
         estimated += 1
         limit = planner_limit_bytes(mem)
+        # The speed only of what can be chosen or shown: a miss after the first is neither (the search is mostly
+        # misses, 95 % of the estimates for a 70B GRPO on every GPU `recommend` plans, and speed costs as much as
+        # memory).
+        spd = estimate_speed(model, plan, target, mem) if mem.per_gpu_reserved_bytes <= limit or miss is None else None
         if mem.per_gpu_reserved_bytes > limit:
             if best is not None and not best.next_micro_note:  # the micro-batch right after the best, not a later one
                 best.next_micro_note = (f"{micro} needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB, over the "
@@ -95,14 +123,16 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
                 continue
             break  # memory grows with the micro-batch: larger ones do not fit either
         if not _host_ok(mem, target):
-            miss = miss or Candidate(plan, mem, spd, rejected_because=(
-                f"needs {mem.host_bytes / GIB:.0f} GiB host RAM per node, the node has "
-                f"{target.host_ram_bytes / GIB:.0f} GiB"))
+            # reported over a smaller micro-batch's GPU miss: the GPUs hold this structure, host RAM is the limit
+            # (what the refusal names, _host_ram_need)
+            miss = Candidate(plan, mem, spd, rejected_because=(
+                f"needs {mem.host_bytes / GIB:.0f} GiB host RAM per node: {_host_ram_text(target)}"))
+            host_missed = True
             break
         cand = Candidate(plan, mem, spd)
         if best is None or cand.tokens_per_second > best.tokens_per_second:
             best = cand
-    return (best or miss), estimated
+    return (best or miss), estimated, host_missed
 
 
 def planner_limit_bytes(mem) -> int:
@@ -152,19 +182,27 @@ def search(req: Request, model: ModelSpec, target: Target, *, explain: bool = Tr
         return next((c for c in sorted((c for c in candidates if c.feasible), key=lambda c: _rank_key(c, req))
                      if passes_rules(c)), None)
 
+    # explain=False: a structure whose twin with gradient checkpointing fits no micro-batch fits none either, and is
+    # skipped (_lighter_twin_missed)
+    missed: dict[Plan, list[Plan]] = {}
     for i, method in enumerate(order):
         structures_of = by_method[method]
         if not explain:
-            # an offloading plan is chosen only when no plan without offload is (_rank_key): estimated only then
-            structures_of = sorted(structures_of, key=lambda s: s[1].offload != "none")
+            # an offloading plan is chosen only when no plan without offload is (_rank_key): estimated only then;
+            # and the checkpointing twins first
+            structures_of = sorted(structures_of, key=lambda s: (s[1].offload != "none", not s[1].grad_ckpt))
         for index, structure in structures_of:
             if (not explain and structure.offload != "none" and
                     pick([c for _, c in found if c.plan.method == method and c.plan.offload == "none"]) is not None):
                 break
-            cand, n = _best_micro_batch(req, model, target, structure, global_batch)
+            if not explain and _lighter_twin_missed(structure, missed):
+                continue
+            cand, n, host_missed = _best_micro_batch(req, model, target, structure, global_batch)
             considered += n
             if cand is not None:
                 found.append((index, cand))
+            if (cand is None or not cand.feasible) and not host_missed:
+                missed.setdefault(_twin_key(structure), []).append(structure)
         if i + 1 < len(order) and _later_methods_cannot_matter([c for _, c in found], pick, explain):
             break
     candidates = [c for _, c in sorted(found, key=lambda ic: ic[0])]
@@ -176,6 +214,21 @@ def search(req: Request, model: ModelSpec, target: Target, *, explain: bool = Tr
     if chosen is not None:
         decision.reasons = explain_choice(decision, candidates)
     return decision
+
+
+def _twin_key(plan: Plan) -> Plan:
+    return plan.with_(grad_ckpt=False)
+
+
+def _lighter_twin_missed(structure: Plan, missed: dict[Plan, list[Plan]]) -> bool:
+    """True when this structure's twin with gradient checkpointing fitted no micro-batch on the GPU: recomputation
+    only frees activations, nowhere adds memory (advisor.model.memory; checked on random structures of every trainer
+    by tests/planner/test_search_speed.py), so this one needs at least as much at each micro-batch and fits none
+    either. Liger is not paired so: its fused loss frees the logits but can raise another phase's peak (GRPO under
+    a colocated vLLM). A twin whose scan host RAM ended is not counted (search records only GPU misses): past that
+    micro-batch it was not estimated. It spares half the memory estimates of the searches that fit nothing (70B
+    GRPO on small GPU counts), which are most of a `recommend` run."""
+    return not structure.grad_ckpt and structure.with_(grad_ckpt=True) in missed.get(_twin_key(structure), ())
 
 
 def _later_methods_cannot_matter(candidates: list[Candidate], pick, explain: bool = True) -> bool:
@@ -243,7 +296,9 @@ def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_
     alts: list[Candidate] = []
     broken: dict[str, Candidate] = {}
     for group in sorted(families.values(), key=order):
-        group.sort(key=lambda c: (not c.feasible, -c.tokens_per_second))
+        # a family that fits nowhere is shown by a candidate the GPUs hold that host RAM refused, if any: that is
+        # what would have to change, and what the refusal's host RAM figure reads (_host_ram_need)
+        group.sort(key=lambda c: (not c.feasible, not _host_refused(c), -c.tokens_per_second))
         pick = next((c for c in group if passes_rules(c)), None)
         if pick is not None:
             alts.append(pick)
@@ -270,6 +325,12 @@ def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_
     return alts
 
 
+def _host_refused(c: Candidate) -> bool:
+    """The GPUs hold it and host RAM refused it (_best_micro_batch's host miss)."""
+    return (c.memory is not None and c.memory.per_gpu_reserved_bytes <= planner_limit_bytes(c.memory)
+            and "host RAM per node" in c.rejected_because)
+
+
 def _host_ram_need(missed: list[Candidate], target: Target) -> int:
     """The least host RAM per node of the rejected plans that fit the GPUs but not the node's RAM (every process loads
     the model through host memory; offload keeps states there), or 0 when host RAM rejected none of them."""
@@ -278,9 +339,12 @@ def _host_ram_need(missed: list[Candidate], target: Target) -> int:
     return min(needs, default=0)
 
 
-def smallest_change(req: Request, model: ModelSpec, target: Target, *, fewer_gpus: bool = False) -> str:
-    """Try the changes a user can make, least disruptive first, and name the first that yields a plan. fewer_gpus:
-    host RAM is the limit, and fewer processes per node hold less of it."""
+def smallest_change(req: Request, model: ModelSpec, target: Target, *, fewer_gpus: bool = False,
+                    too_slow: Candidate | None = None) -> str:
+    """Try the changes a user can make, least disruptive first, and name the first that yields a plan; when no
+    single change does, the fewest changes together that do (more GPUs with QLoRA, say). fewer_gpus: host RAM is
+    the limit, and fewer processes per node hold less of it. too_slow: the plan that fits but takes hours per
+    optimizer step; a change answers it only by a plan that trains faster than it (`_answers`)."""
     seq = req.seq_len or DEFAULT_SEQ_LEN
     tries: list[tuple[str, Request, Target]] = []
     if fewer_gpus:
@@ -303,8 +367,7 @@ def smallest_change(req: Request, model: ModelSpec, target: Target, *, fewer_gpu
         # a pinned backend can be the whole cause (DDP keeps a full model per GPU): another keeps the method
         pinned = f"--backend {req.backend}" if req.backend else f"--zero {req.zero}"
         tries.append((f"another backend (without {pinned})", req.with_(backend=None, zero=None), target))
-    if req.method in ("full", "lora"):
-        nxt = "lora" if req.method == "full" else "qlora"
+    for nxt in _lighter_methods(req):
         tries.append((f"--method {nxt}", req.with_(method=nxt), target))
     if req.offload in (None, "none") and req.backend in (None, "deepspeed"):
         tries.append(("--backend deepspeed --zero 3 --offload all", req.with_(backend="deepspeed", zero=3,
@@ -317,18 +380,127 @@ def smallest_change(req: Request, model: ModelSpec, target: Target, *, fewer_gpu
         if gpus > target.gpus_per_node:
             tries.append((f"--gpus {gpus} ({gpus - target.gpus_per_node} more GPUs per node)",
                           req.with_(gpus=gpus), target.with_(gpus_per_node=gpus)))
-    for nodes in (2, 4, 8, 16):
+    for nodes in MORE_NODES:
         if nodes > target.nodes and target.gpus_per_node >= 8:
             tries.append((f"--nodes {nodes}", req.with_(nodes=nodes), target.with_(nodes=nodes)))
     for label, r, t in tries:
-        decision = search(r, model, t)
-        if decision.chosen is not None and not impractical(decision.chosen):
-            c = decision.chosen
-            host = ""
-            if c.plan.offload != "none" and c.memory.host_bytes:
-                host = f", with {c.memory.host_bytes / GIB:.0f} GiB host RAM per node"
-            return f"{label} makes one: {c.plan.short()}{host} ({c.tokens_per_second:,.0f} tokens/s)"
-    return "no single change found: try a smaller model, LoRA/QLoRA, or more GPUs"
+        found = _answers(r, model, t, req, too_slow)
+        if found is not None:
+            return f"{label} makes one: {_described(found)}"
+    unpinned = _without_tuning_pins(req)
+    if unpinned is not None:
+        found = _answers(unpinned[1], model, target, req, too_slow)
+        if found is not None:
+            return f"{unpinned[0]} makes one: {_described(found)}"
+    for labels, r, t in _combined_changes(req, target):
+        found = _answers(r, model, t, req, too_slow)
+        if found is not None:
+            return f"{', '.join(labels[:-1])} and {labels[-1]} together make one: {_described(found)}"
+    return _nothing_found(req, target, too_slow)
+
+
+TUNING_PINS = ("backend", "zero", "offload", "offload_device", "micro_batch", "grad_accum", "grad_ckpt", "liger",
+               "attn", "precision", "sp_size", "cp_size", "unsloth", "vllm", "vllm_gpus", "vllm_mem_fraction",
+               "ref_model")
+"""Request knobs that tune how the job runs, not what it trains (the model, method, sequence length, global batch
+and generations stay): a refusal that no single change answers tries the request without all of them."""
+
+
+def _without_tuning_pins(req: Request) -> tuple[str, Request] | None:
+    """("without --precision fp32 --micro-batch 2", the request without those pins), or None when none is pinned:
+    several pins can hold a plan out together (fp32 weights and a pinned micro-batch), each alone not."""
+    pinned = [k for k in TUNING_PINS if getattr(req, k) is not None]
+    if not pinned:
+        return None
+    words = []
+    for k in pinned:
+        value, flag = getattr(req, k), "--" + k.replace("_", "-")
+        words.append((flag if value else f"--no-{k.replace('_', '-')}") if isinstance(value, bool) else
+                     f"{flag} {value}")
+    return f"without {' '.join(words)}", req.with_(**{k: None for k in pinned})
+
+
+MORE_NODES = (2, 4, 8, 16)
+"""Node counts a refusal tries (of 8 GPUs each): beyond 16 nodes a plan is a cluster reservation, not a change."""
+
+
+def _lighter_methods(req: Request) -> list[str]:
+    """The methods after a pinned one that hold less per GPU: full tries LoRA, then QLoRA (a 70B whose bf16 weights
+    LoRA keeps whole fits as 4-bit); an unpinned method has had all three searched already."""
+    if req.method not in ("full", "lora"):
+        return []
+    return list(METHOD_ORDER[METHOD_ORDER.index(req.method) + 1:])
+
+
+def _combined_changes(req: Request, target: Target) -> list[tuple[list[str], Request, Target]]:
+    """Changes that no single flag makes, cheapest first: a full node (--gpus 8) with more nodes, then QLoRA with
+    more GPUs. Each is one search, so the list is short: at most nine. Consumer cards are planned on one node, as
+    `recommend` rents them (advisor.recommend.hardware)."""
+    out: list[tuple[list[str], Request, Target]] = []
+    grow: list[tuple[list[str], Request, Target]] = []
+    full = max(8, target.gpus_per_node)
+    if full > target.gpus_per_node:
+        grow.append(([f"--gpus {full}"], req.with_(gpus=full), target.with_(gpus_per_node=full)))
+    if not target.gpu.consumer:
+        for nodes in MORE_NODES:
+            if nodes > target.nodes:
+                labels = ([f"--gpus {full}"] if full > target.gpus_per_node else []) + [f"--nodes {nodes}"]
+                grow.append((labels, req.with_(gpus=full, nodes=nodes),
+                             target.with_(gpus_per_node=full, nodes=nodes)))
+    # one flag alone was tried already: more nodes with a full node is new only where the node was not full
+    out += [g for g in grow if len(g[0]) > 1]
+    if _lighter_methods(req):
+        out += [(["--method qlora", *labels], r.with_(method="qlora"), t) for labels, r, t in grow]
+    return out
+
+
+def _answers(r: Request, model: ModelSpec, t: Target, req: Request, too_slow: Candidate | None) -> Candidate | None:
+    """The plan a changed request gets, if it answers the refusal: one that fits and is practical; for a plan
+    refused as too slow, also one fast enough to train that plan's step within IMPRACTICAL_STEP_SECONDS, unless
+    the change undoes the user's own step size (a pinned --global-batch or --grad-accum that made the step hours
+    long). Training fewer tokens per step at the same rate (one micro-batch per step, shorter sequences) makes the
+    steps shorter, not the job: 405B on one T4 at 10 tokens/s is no answer to hours per step."""
+    try:
+        chosen = search(r, model, t, explain=False).chosen
+    except AdvisorError:
+        return None
+    if chosen is None or impractical(chosen):
+        return None
+    # the refused step's tokens at the changed plan's rate (each counted as the speed model counts them)
+    tokens = too_slow.speed.step_seconds * too_slow.speed.tokens_per_second if too_slow is not None else 0.0
+    if too_slow is not None and tokens > chosen.speed.tokens_per_second * IMPRACTICAL_STEP_SECONDS:
+        undoes_a_pin = ((req.global_batch is not None and r.global_batch is None) or
+                        (req.grad_accum is not None and r.grad_accum != req.grad_accum))
+        if not undoes_a_pin:
+            return None
+    return chosen
+
+
+def _described(c: Candidate) -> str:
+    host = ""
+    if c.plan.offload != "none" and c.memory.host_bytes:
+        host = f", with {c.memory.host_bytes / GIB:.0f} GiB host RAM per node"
+    return f"{c.plan.short()}{host} ({c.tokens_per_second:,.0f} tokens/s)"
+
+
+def _nothing_found(req: Request, target: Target, too_slow: Candidate | None) -> str:
+    """What is left when no change tried makes a plan: name only the remedies not tried already (the method was
+    searched, the GPU counts were tried), so that the hint never sends the user back to what just failed."""
+    tried = []
+    methods = {"full": "LoRA and QLoRA", "lora": "QLoRA", None: "LoRA and QLoRA"}
+    if req.method in methods:
+        tried.append(methods[req.method])
+    node = max(8, target.gpus_per_node)
+    most = node * (target.nodes if target.gpu.consumer else max(MORE_NODES[-1], target.nodes))
+    if most > target.world_size:
+        tried.append(f"up to {most} GPUs")
+    if (req.seq_len or DEFAULT_SEQ_LEN) // 2 >= 512:
+        tried.append("sequences down to 512 tokens")
+    if _without_tuning_pins(req) is not None:
+        tried.append("the request without its tuning pins")
+    what = "a practical plan" if too_slow is not None else "a plan"
+    return (f"no change tried gives {what}" + (f" ({', '.join(tried)} were tried)" if tried else "")
+            + ": a smaller model, or GPUs with more memory")
 
 
 def _raise_if_a_pin_breaks_a_rule(req: Request, model: ModelSpec, target: Target) -> None:
@@ -472,14 +644,21 @@ def _held_by_others(target: Target) -> str:
     return f", of which other processes hold {held / GIB:.1f} GiB per GPU"
 
 
-def _split_units(shapes: set[tuple[int, int, int]], micros: list[int], pinned_accum: int | None) -> set[tuple[int, int]]:
+def _split_units(shapes: set[tuple[int, int, int]], req: Request) -> set[tuple[int, int]]:
     """(unit, only) pairs: the global batches a (data-parallel replicas, processes, num_generations) shape and a
     micro-batch can train are the multiples of `unit` (`only`: 0), or the one value `unit` when the accumulation is
     pinned (`only`: 1). GRPO/RLOO need the generation batch, micro-batch x processes x accumulation, in whole groups
     of num_generations (GRPOConfig), so the accumulation steps by num_generations / gcd(micro x processes, it)."""
     out = set()
+    pinned_accum = req.grad_accum
     for dp, procs, generations in shapes:
-        for micro in micros:
+        if pinned_accum and not req.micro_batch:
+            # any micro-batch goes with a pinned accumulation (micro_batches): the multiples of dp x accumulation,
+            # in whole generation groups (the micro-batch a multiple of ng / gcd(processes x accumulation, ng))
+            whole = generations // math.gcd(procs * pinned_accum, generations) if generations else 1
+            out.add((dp * pinned_accum * whole, 0))
+            continue
+        for micro in micro_batches(req, dp):
             step = accumulation_step(micro, procs, generations)
             if pinned_accum:
                 if pinned_accum % step == 0:
@@ -506,15 +685,15 @@ def check_global_batch(req: Request, model: ModelSpec, target: Target) -> None:
     shapes = {(s.dp_size, s.num_processes, s.num_generations) for s in structures(req, model, target)}
     if not shapes:
         return
-    micros = [req.micro_batch] if req.micro_batch else list(MICRO_BATCHES)
-    units = _split_units(shapes, micros, req.grad_accum)
+    units = _split_units(shapes, req)
     if any((u == req.global_batch) if only else req.global_batch % u == 0 for u, only in units):
         return
     near = " or ".join(f"--global-batch {n}" for n in _nearest_splits(req.global_batch, units) if n)
     replicas = sorted({dp for dp, _, _ in shapes})
     groups = sorted({g for _, _, g in shapes if g})
     why = (f"no plan's micro-batch x data-parallel replicas ({', '.join(map(str, replicas))}) x accumulation "
-           f"multiplies to it" + (f" in whole groups of {groups[0]} generations" if len(groups) == 1 else ""))
+           f"multiplies to it" + (f" in whole groups of {groups[0]} generations" if len(groups) == 1 else "")
+           + (" with KTO's micro-batch of at least 2 (its KL term)" if smallest_micro_batch(req) > 1 else ""))
     raise AdvisorError(f"--global-batch {req.global_batch} cannot be split on {target.describe()}: {why}",
                        hint=(f"use {near}" if near else "leave --global-batch out")
                        + " (each optimizer step trains exactly the global batch)")
@@ -541,8 +720,15 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
             _raise_if_a_pin_breaks_a_rule(req, model, target)
             busy = _held_by_others(target)
             host_need = _host_ram_need(decision.alternatives, target)
-            host = (f"; the node's {target.host_ram_bytes / GIB:.0f} GiB of host RAM is the limit: the plans that fit "
-                    f"the GPUs need {host_need / GIB:.0f} GiB or more" if host_need else "")
+            if not host_need:
+                host = ""
+            elif target.host_ram_bytes is not None:
+                host = (f"; the node's {target.host_ram_bytes / GIB:.0f} GiB of host RAM is the limit: the plans "
+                        f"that fit the GPUs need {host_need / GIB:.0f} GiB or more")
+            else:
+                host = (f"; host RAM is the limit: the plans that fit the GPUs need {host_need / GIB:.0f} GiB or more "
+                        f"per node, more than the largest GPU servers have ({LARGEST_NODE_HOST_RAM_BYTES / GIB:.0f} "
+                        "GiB)")
             raise NoFeasiblePlanError(
                 f"no plan for {model.id} ({req.trainer}) fits {target.describe()}{busy}: searched "
                 f"{decision.considered} configurations{host}",
@@ -562,7 +748,7 @@ def decide(req: Request, *, probe=None) -> tuple[Decision, dict]:
         exc = NoFeasiblePlanError(
             f"no practical plan for {model.id} ({req.trainer}) on {target.describe()}: the best that fits, "
             f"{c.plan.short()}, takes {c.speed.step_seconds / 3600:.1f} h per optimizer step "
-            f"({c.tokens_per_second:,.1f} tokens/s)", hint=smallest_change(req, model, target))
+            f"({c.tokens_per_second:,.1f} tokens/s)", hint=smallest_change(req, model, target, too_slow=c))
         best = {**alternative_json(c), "rejected_because": f"{c.speed.step_seconds / 3600:.1f} h per optimizer step, "
                 f"more than {IMPRACTICAL_STEP_SECONDS / 3600:.0f} h"}
         exc.details = {**details, "alternatives": [best] + details["alternatives"]}

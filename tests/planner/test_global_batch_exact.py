@@ -56,3 +56,32 @@ def test_the_nearest_sizes_are_computed_not_searched():
         decide(Request(model="qwen2.5-0.5b", gpu="H100-80GB", gpus=8, micro_batch=3, grad_accum=5,
                        global_batch=99_999_999))
     assert err.value.hint.startswith("use --global-batch 120 ")
+
+
+@pytest.mark.parametrize("kw, micro", [
+    (dict(model="qwen2.5-7b", gpu="H100-80GB", gpus=8, global_batch=48, grad_accum=2), 3),
+    (dict(model="llama-3.3-70b", trainer="kto", method="full", gpu="H100-80GB", gpus=4, nodes=2, global_batch=48,
+          grad_accum=2), 3),
+    (dict(model="qwen2.5-1.5b", trainer="grpo", gpu="H100-80GB", gpus=4, global_batch=48, grad_accum=2,
+          vllm="colocate"), 6),
+])
+def test_a_pinned_global_batch_and_accumulation_leave_any_micro_batch(kw, micro):
+    # 48 sequences over 8 replicas x 2 accumulation is micro-batch 3: refused as "cannot be split" while TRL takes
+    # per_device_train_batch_size=3 like any other (the search scanned powers of two only)
+    decision, result = decide(Request(**kw))
+    plan = result["plan"]
+    assert plan["micro_batch"] == micro and plan["grad_accum"] == kw["grad_accum"]
+    assert decision.chosen.plan.global_batch == kw["global_batch"]
+    assert "--global-batch" in result["why"]["micro_batch"]
+
+
+@pytest.mark.parametrize("kw, near", [
+    # 100 over 2 replicas x 3 accumulation: 96 (micro 16) and 102 (micro 17), not 96 and 192 (micro 32)
+    (dict(model="qwen2.5-1.5b", gpu="H200", gpus=2, grad_accum=3, global_batch=100), (96, 102)),
+    (dict(model="qwen2.5-1.5b", trainer="grpo", vllm="colocate", gpu="H100-80GB", gpus=4, grad_accum=2,
+          global_batch=50), (48, 56)),
+])
+def test_a_pinned_accumulation_refusal_names_the_nearest_sizes_of_any_micro_batch(kw, near):
+    with pytest.raises(AdvisorError) as err:
+        decide(Request(**kw))
+    assert err.value.hint.startswith(f"use --global-batch {near[0]} or --global-batch {near[1]} "), err.value.hint
