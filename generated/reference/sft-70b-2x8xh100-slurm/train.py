@@ -375,6 +375,9 @@ CHECKPOINTING_ARG = ("activation_checkpointing" if "activation_checkpointing" in
                      else "gradient_checkpointing")
 """transformers >= 5.23 renamed gradient_checkpointing to activation_checkpointing and warns on the old name (which
 TRL's configs set by default); older 5.x releases know only the old one. The name the installed version knows."""
+CHECKPOINTING_KWARGS_ARG = ("activation_checkpointing_kwargs" if CHECKPOINTING_ARG == "activation_checkpointing"
+                            else "gradient_checkpointing_kwargs")
+"""Its keyword arguments (torch.utils.checkpoint's use_reentrant, ...), renamed with it."""
 
 
 def training_config(args: argparse.Namespace) -> SFTConfig:

@@ -392,6 +392,9 @@ CHECKPOINTING_ARG = ("activation_checkpointing" if "activation_checkpointing" in
                      else "gradient_checkpointing")
 """transformers >= 5.23 renamed gradient_checkpointing to activation_checkpointing and warns on the old name (which
 TRL's configs set by default); older 5.x releases know only the old one. The name the installed version knows."""
+CHECKPOINTING_KWARGS_ARG = ("activation_checkpointing_kwargs" if CHECKPOINTING_ARG == "activation_checkpointing"
+                            else "gradient_checkpointing_kwargs")
+"""Its keyword arguments (torch.utils.checkpoint's use_reentrant, ...), renamed with it."""
 
 
 def training_config(args: argparse.Namespace) -> SFTConfig:
@@ -401,8 +404,14 @@ def training_config(args: argparse.Namespace) -> SFTConfig:
         per_device_train_batch_size=CONFIG["micro_batch"],
         gradient_accumulation_steps=CONFIG["grad_accum"],
         learning_rate=CONFIG["learning_rate"],
-        # Explicit, because TRL turns it on by default. With ZeRO-3 + LoRA, TRL forces use_reentrant=True.
+        # Explicit, because TRL turns it on by default.
         **{CHECKPOINTING_ARG: CONFIG["grad_ckpt"]},
+        # PEFT under ZeRO-3 needs reentrant checkpointing (non-reentrant recomputation fails on the partitioned frozen
+        # weights). TRL means to force it (trl/trainer/sft_trainer.py __init__), but writes a new dict to
+        # the deprecated gradient_checkpointing_kwargs after transformers >= 5.23 has mirrored the names
+        # (training_args.py __post_init__), and the Trainer reads activation_checkpointing_kwargs (trainer.py): left
+        # to TRL, the run checkpoints with transformers' default use_reentrant=False. Said here, both names hold it.
+        **{CHECKPOINTING_KWARGS_ARG: {"use_reentrant": True}},
         bf16=BF16 and not args.cpu,
         fp16=FP16 and not args.cpu,
         use_cpu=args.cpu,
