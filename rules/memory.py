@@ -6,6 +6,7 @@ GPU rules are not applicable, and the host-RAM rule falls back to DeepSpeed's ow
 
 from __future__ import annotations
 
+from advisor.core.target import LARGEST_NODE_HOST_RAM_BYTES
 from advisor.model import calibration
 from rules.common import GIB, gib
 from rules.model import Context, Result, fail, na, ok, unknown
@@ -218,6 +219,11 @@ def offload_host_ram(ctx: Context) -> Result:
     if have is None:
         if ctx.plan.offload == "none":
             return na("host RAM not known (catalogue target); no offload")
+        if need > LARGEST_NODE_HOST_RAM_BYTES:
+            return fail(f"the run needs about {gib(need)} of host RAM per node, more than the largest GPU servers "
+                        f"have ({gib(LARGEST_NODE_HOST_RAM_BYTES)})",
+                        "use more nodes, ZeRO-3 instead of ZeRO-2 offload, LoRA, or --offload-device nvme",
+                        {"method": "lora", "offload": "none"} if ctx.plan.method == "full" else None)
         return unknown(f"host RAM not known (catalogue target); the run needs about {gib(need)} per node",
                        "pass --hardware with a probe of the machine")
     if need <= have:

@@ -15,6 +15,13 @@ DEFAULT_INTER_NODE_GBPS = 50.0
 A conservative middle: DGX H100 nodes have 8 x 400 Gb/s (400 GB/s), cloud Ethernet nodes often 100 Gb/s (12.5 GB/s)."""
 
 
+LARGEST_NODE_HOST_RAM_BYTES = 4 << 40
+"""The host RAM assumed of a node whose RAM is not known (a catalogue GPU, no probe file): the most a GPU server is
+built with, 4 TiB (NVIDIA DGX B200's maximum; DGX H100/H200 and the clouds' 8-GPU H100/H200 instances have 2 TiB).
+A plan that needs more per node (405B full fine-tuning on one node of 8 with every state offloaded: about 6.5 TB)
+runs on no such server: the planner refuses it and rule MEM003 reports it."""
+
+
 @dataclass(frozen=True)
 class Target:
     gpu: GpuSpec

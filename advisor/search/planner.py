@@ -17,7 +17,7 @@ from advisor.core.errors import AdvisorError, NoFeasiblePlanError
 from advisor.core.plan import Plan
 from advisor.core.request import Request
 from advisor.core.specs import GIB, ModelSpec
-from advisor.core.target import Target
+from advisor.core.target import LARGEST_NODE_HOST_RAM_BYTES, Target
 from advisor.model import calibration
 from advisor.model import speed as speed_model
 from advisor.model.estimate import result_dict
@@ -50,13 +50,6 @@ from advisor.search.vllm_pins import check_vllm_gpus
 def _structural_errors(req: Request, model: ModelSpec, target: Target, plan: Plan) -> list:
     findings = rules.run_rules(rules.Context(request=req, plan=plan, model=model, target=target))
     return [f for f in findings if f.is_error]
-
-
-LARGEST_NODE_HOST_RAM_BYTES = 4 << 40
-"""The host RAM assumed of a node whose RAM is not known (a catalogue GPU, no probe file): the most a GPU server is
-built with, 4 TiB (NVIDIA DGX B200's maximum; DGX H100/H200 and the clouds' 8-GPU H100/H200 instances have 2 TiB).
-A plan that needs more per node (405B full fine-tuning on one node of 8 with every state offloaded: about 6.5 TB)
-runs on no such server; it is refused here rather than shown with a note that the host RAM was not checked."""
 
 
 def host_limit_bytes(target: Target) -> float:
