@@ -7,6 +7,9 @@ from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
 from advisor.model.units import DS_PERSISTENCE_FACTOR, FP32, HALF
 
+MOE_PARAM_TARGETS = 3
+"""Parameters of a MoE layer PEFT 0.21 adapts with lora.ParamWrapper (target_parameters): the experts' fused
+gate_up_proj and down_proj, and the router's weight (ModelSpec.lora_params)."""
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Model-derived numbers, computed once per ModelSpec object (the planner evaluates thousands of plans per model)
@@ -16,7 +19,8 @@ class Dims:
 
     __slots__ = ("model", "P", "vision", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
                  "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "tensors",
-                 "param_modules", "persistent_modules", "linears_per_layer",
+                 "param_modules", "persistent_modules", "linears_per_layer", "nn_linears_per_layer",
+                 "adapted_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
                  "norms", "qkv_linears", "gate_up_linears", "qk_norm", "gemma_norm", "attn_softcap",
                  "sliding_fraction", "fused_qkv", "rope_cat", "mlp_output_saved", "_lora")
@@ -92,6 +96,14 @@ class Dims:
         router = 1 if m.is_moe and m.num_experts <= DS_PERSISTENCE_FACTOR else 0
         self.persistent_modules = m.layers * ((2 if m.qk_norm else 0) + m.norms_per_layer + router) + 1
         self.linears_per_layer = sum(c for _, _, c in shapes)
+        # nn.Linear modules of a layer: all of them in a dense model; a MoE's attention and shared expert only
+        # (transformers 5 keeps a layer's experts as 3-D parameters of one module: what bitsandbytes quantizes is
+        # nn.Linear only, integrations/bitsandbytes.py).
+        self.nn_linears_per_layer = sum(c for _, _, c in shapes if not m.is_moe or c < m.num_experts)
+        # Modules PEFT's all-linear LoRA adapts per layer, each with its own adapter chain whatever it holds: the
+        # nn.Linear ones, and of a MoE the three lora.ParamWrapper targets (the fused gate_up_proj, down_proj and the
+        # router's weight: ModelSpec.lora_params), one adapter each over all the experts.
+        self.adapted_per_layer = self.nn_linears_per_layer + (MOE_PARAM_TARGETS if m.is_moe else 0)
         # Params under stage3_param_persistence_threshold (10 * hidden): norms and q/k/v biases stay gathered.
         small = m.norms_per_layer * m.hidden + ((m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0)
         self.persistent_small = m.layers * small + m.hidden

@@ -730,10 +730,10 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     per_layer = (kf + casts) * fwd_passes + kb + casts + kf * ref_passes
     if adapter:
         lf, lb = LORA_KERNELS_PER_LINEAR
-        per_layer += d.linears_per_layer * (lf * fwd_passes + lb)
+        per_layer += d.adapted_per_layer * (lf * fwd_passes + lb)
     per_layer_fwd = kf + casts + kf * ref_passes
     if adapter:
-        per_layer_fwd += d.linears_per_layer * LORA_KERNELS_PER_LINEAR[0]
+        per_layer_fwd += d.adapted_per_layer * LORA_KERNELS_PER_LINEAR[0]
     tiles = -(-max(1, n_logit) // MU.CHUNK_TOKENS) * -(-d.V // MU.CHUNK_VOCAB)
     kernels = d.L * per_layer + HEAD_KERNELS_PER_TILE * tiles * (2 + ref_passes)
     kernels_fwd = d.L * per_layer_fwd + HEAD_KERNELS_PER_TILE * tiles * (1 + ref_passes)
@@ -748,8 +748,8 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     dispatch_fwd += toggle
     if plan.method == "qlora":
         # every quantized Linear runs MatMul4Bit in the forward (and recompute) and again in the backward
-        dispatch += d.L * d.linears_per_layer * (fwd_passes + 1) * BNB_MATMUL_SECONDS
-        dispatch_fwd += d.L * d.linears_per_layer * BNB_MATMUL_SECONDS
+        dispatch += d.L * d.nn_linears_per_layer * (fwd_passes + 1) * BNB_MATMUL_SECONDS
+        dispatch_fwd += d.L * d.nn_linears_per_layer * BNB_MATMUL_SECONDS
     host = host_factor(target)
     dispatch, dispatch_fwd = dispatch * host, dispatch_fwd * host
     useful = train_mm - head_recompute + 3 * lora_f + train_attn / (2.0 if plan.attn == "eager" else 1.0)
@@ -768,7 +768,7 @@ def adapter_toggle_seconds(d: MD.Dims, plan: Plan) -> float:
     scores its KL batch inside the same context)."""
     if plan.trainer not in ("dpo", "kto") or plan.method == "full" or plan.ref_model != "none":
         return 0.0
-    return d.L * d.linears_per_layer * ADAPTER_TOGGLE_SECONDS
+    return d.L * d.adapted_per_layer * ADAPTER_TOGGLE_SECONDS
 
 
 def recompute_skips_down_proj(d: MD.Dims, plan: Plan) -> bool:
@@ -902,7 +902,8 @@ def autocast_casts_per_layer(d: MD.Dims, plan: Plan, pr: Precision) -> int:
     cache lasts one forward); the backward runs as many cast-backward kernels."""
     if not (pr.autocast and pr.res != pr.act):
         return 0
-    return d.qkv_linears + d.gate_up_linears + (d.linears_per_layer if pr.fp32_weights_amp else 0)
+    # one cast per weight a layer multiplies by: a MoE's fused expert parameters are cast whole, once each
+    return d.qkv_linears + d.gate_up_linears + (d.adapted_per_layer if pr.fp32_weights_amp else 0)
 
 
 def _lora_widths(d: MD.Dims) -> tuple[int, int]:
@@ -1248,7 +1249,7 @@ def decode_step_kernels(d: MD.Dims, plan: Plan, target: Target) -> float:
     """Kernels (launch-equivalents for Liger's) one decode step of transformers' generate launches: each layer's,
     with Liger's and the unmerged LoRA adapters' (LORA_DECODE_KERNELS_PER_LINEAR), the step's own, and a padded
     batch's mask (decode_padding_kernels)."""
-    lora = LORA_DECODE_KERNELS_PER_LINEAR * d.linears_per_layer if plan.method != "full" else 0
+    lora = LORA_DECODE_KERNELS_PER_LINEAR * d.adapted_per_layer if plan.method != "full" else 0
     per_layer = (DECODE_KERNELS_PER_LAYER + extra_layer_kernels(d, plan.liger)[0]
                  + (LIGER_DECODE_KERNELS_PER_LAYER if plan.liger else 0) + lora)
     return d.L * per_layer + DECODE_KERNELS_PER_STEP + decode_padding_kernels(d, plan, target)
@@ -1268,8 +1269,8 @@ def uncached_decode_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Ta
 
 
 def adapter_tensors(d: MD.Dims, plan: Plan) -> int:
-    """Trainable adapter tensors of a LoRA/QLoRA plan: lora_A and lora_B of each adapted Linear (0 for full)."""
-    return 2 * d.linears_per_layer * d.L if plan.method != "full" else 0
+    """Trainable adapter tensors of a LoRA/QLoRA plan: lora_A and lora_B of each adapted module (0 for full)."""
+    return 2 * d.adapted_per_layer * d.L if plan.method != "full" else 0
 
 
 def deepspeed_hook_seconds(d: MD.Dims, plan: Plan) -> float:

@@ -28,7 +28,7 @@ def _rate(text: str) -> float:
     # QLoRA with everything offloaded on one T4 at ~10 tokens/s: one micro-batch per step (or shorter sequences)
     # at the same rate made the steps short and the job no shorter
     dict(model="405B", gpu="T4", gpus=1),
-    dict(model="qwen3-235b-a22b", trainer="rloo", method="qlora", gpu="H100-80GB", gpus=8, nodes=2, seq_len=4096),
+    dict(model="llama-3.1-405b", trainer="rloo", method="qlora", gpu="H100-80GB", gpus=8, nodes=2, seq_len=4096),
 ])
 def test_hours_per_step_are_answered_by_a_faster_plan_not_a_shorter_step(kw):
     err = _refusal(**kw)
