@@ -129,8 +129,8 @@ def _ref_models() -> tuple[str, ...]:
 
 
 def form_fields() -> tuple[FieldSpec, ...]:
-    """Every REQUEST flag, in form order. Fields the core does not have yet (--teacher) are left out until it
-    does, so the wizard works with the Request of before and after."""
+    """Every REQUEST flag, in form order. A field the core's Request lacks (checked by name: --teacher, --tokens,
+    --steps) is left out, so the wizard works with the Request of before and after such a field is added."""
     what, trainer, how, where = "What to train", "Trainer", "How (auto = the planner decides)", "Where"
     specs = [
         FieldSpec("target_mode", "Plan for", "choice", "target", where, TARGET_MODES,
@@ -994,7 +994,7 @@ KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("ctrl+o", "browse_models", "Models", "browse and search the model catalogue"),
     ("t", "toggle_theme", "Theme", "switch between the dark and the light theme"),
     ("f1,question_mark", "help", "Help", "the keys"),
-    ("escape", "leave_field", "Leave field", "leave a text field (the number keys then switch tabs; alt+1 to alt+5 "
+    ("escape", "leave_field", "Leave field", "leave a text field (the number keys then switch tabs; alt+1 to alt+6 "
                                              "switch them from inside a field)"),
     ("q", "quit", "Quit", "quit (also ctrl+q)"),
 )
@@ -1110,7 +1110,7 @@ class WizardApp(App):
     #rent-report { margin-top: 1; }
     """
     BINDINGS = [Binding(keys, action, title, show=action.split("(")[0] in FOOTER) for keys, action, title, _ in KEYS] + [
-        # alt+1..5 switch tabs also while typing in a field (FieldInput leaves them to the app)
+        # alt+1..6 switch tabs also while typing in a field (FieldInput leaves them to the app)
         Binding(key, f"show_tab('{tab}')", show=False, priority=True) for key, tab in zip(ALT_DIGITS, TABS, strict=True)]
 
     def __init__(self, request: Request | None = None, *, probe: Callable[[], object] | None = None,

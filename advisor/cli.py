@@ -88,8 +88,9 @@ The REQUEST flags of the contract, shared by estimate, check and generate. `wher
                    help="gradient accumulation steps (default: generate, what reaches the global batch; "
                         "estimate and check: 1)")
     g.add_argument("--global-batch", type=_positive_int,
-                   help="sequences per optimizer step, all GPUs: exactly this when given (default: about 64, "
-                        "TRL's examples' 8 GPUs x 8)")
+                   help="sequences per optimizer step, all GPUs: exactly this when given (default: generate, about 64, "
+                        "TRL's examples' 8 GPUs x 8; estimate and check: micro-batch x grad-accum x data-parallel "
+                        "GPUs)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     h = p.add_argument_group("where")
     def shown(text: str) -> str:
@@ -102,7 +103,8 @@ The REQUEST flags of the contract, shared by estimate, check and generate. `wher
     h.add_argument("--hardware", metavar="FILE", help=shown("a `trl-advisor probe --json` file"))
     k = p.add_argument_group("how (pin a knob; unpinned knobs are defaulted or searched)")
     k.add_argument("--backend", help="single | ddp | deepspeed | fsdp2")
-    k.add_argument("--zero", type=_positive_int, help="DeepSpeed ZeRO stage 0-3")
+    k.add_argument("--zero", type=_positive_int, help="DeepSpeed ZeRO stage 1-3 (0, DeepSpeed without ZeRO, is "
+                   "refused: --backend ddp is the same without DeepSpeed)")
     k.add_argument("--offload", help="none | optimizer | all")
     k.add_argument("--offload-device", help="cpu | nvme")
     k.add_argument("--nvme-path", metavar="DIR",
