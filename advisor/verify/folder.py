@@ -43,7 +43,8 @@ def _load_bundle(bundle_dir: str | os.PathLike[str]) -> _Bundle:
     # absolute: the run starts in a working copy (quick mode) whose links, and the --metrics-dir and
     # --random-init-dir launch.sh is given, must name the bundle from any folder
     path = Path(bundle_dir).absolute()
-    hint = "generate one with: trl-advisor generate --model MODEL --out DIR"
+    hint = ("name the bundle's folder (trl-advisor verify generated/NAME; DIR defaults to the current folder), or "
+            "generate one with: trl-advisor generate --model MODEL --out DIR")
     if not path.exists():
         raise InputFileError(f"bundle folder not found: {path}", hint=hint)
     if not path.is_dir():

@@ -138,8 +138,13 @@ def judge(text: str, installed: Callable[[str], str | None], *, cpu: bool, trl_r
     if not reqs:
         return StepResult("packages", SKIP, "requirements.txt names no package")
     if problems:
-        return StepResult("packages", FAIL, "; ".join(problems),
-                          "install the bundle's versions: pip install -r requirements.txt", warnings=warnings)
+        # requirements.txt asks for torch>=2.6, which a CPU build already satisfies: reinstalling from it changes nothing
+        cpu_torch = any(p.startswith("torch ") and "CPU build" in p for p in problems)
+        hint = ("install torch's CUDA build for your driver (https://pytorch.org/get-started/), e.g. pip install "
+                "--force-reinstall torch --index-url https://download.pytorch.org/whl/cu128"
+                if cpu_torch and len(problems) == 1 else "install the bundle's versions: pip install -r requirements.txt"
+                + ("; then torch's CUDA build for your driver (https://pytorch.org/get-started/)" if cpu_torch else ""))
+        return StepResult("packages", FAIL, "; ".join(problems), hint, warnings=warnings)
     exact = len(reqs) - len(drift)
     detail = f"{len(reqs)} requirements met" + (f" ({exact} exactly, {len(drift)} inside the working range)"
                                                 if drift else "")

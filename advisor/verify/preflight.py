@@ -144,7 +144,9 @@ def check_host(pf: Preflight, report, *, host_bytes: int | None, pinned_bytes: i
         if host_bytes > usable:
             pf.problems.append(f"host RAM: the plan needs {_gib(host_bytes)} per node, {_gib(available)} is "
                                f"available ({_gib(usable)} usable, 10 % kept for the OS and page cache)")
-            pf.hints.append("free host memory, or choose a plan that offloads less")
+            pf.hints.append("free host memory, or choose a plan that offloads less" if offload else
+                            f"free host memory, or run on a node with at least {_gib(host_bytes / HOST_RAM_SPARE_FRACTION)} "
+                            "of RAM available")
         else:
             pf.passed.append(f"host RAM {_gib(host_bytes)} of {_gib(available)} available")
     limit = getattr(host, "locked_memory_limit_bytes", None)

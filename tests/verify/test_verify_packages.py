@@ -91,3 +91,11 @@ def test_exact_pins_all_met_pass_without_warnings(tmp_path):
 ])
 def test_declared_ranges(line, expected):
     assert packages.declared_ranges([line]) == expected
+
+
+def test_a_cpu_torch_is_answered_with_the_cuda_build_not_the_requirements():
+    """requirements.txt asks for torch>=2.6, which the CPU build satisfies: reinstalling from it changes nothing."""
+    alone = packages.judge("torch>=2.6\n", {"torch": "2.13.0+cpu"}.get, cpu=False, trl_requires=[])
+    assert alone.status == "fail" and "CUDA build" in alone.hint and "requirements.txt" not in alone.hint
+    both = packages.judge("torch>=2.6\ntrl==1.16.0\n", {"torch": "2.13.0+cpu"}.get, cpu=False, trl_requires=[])
+    assert "requirements.txt" in both.hint and "CUDA build" in both.hint
