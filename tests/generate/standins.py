@@ -19,6 +19,8 @@ process under a record folder, and behaves as the test asks through environment 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -201,3 +203,13 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def generate_quietly(argv: list[str], out: Path) -> Path:
+    """`trl-advisor generate ARGV --out OUT`, its report swallowed (shown only if it fails): the bundle's folder."""
+    from advisor.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        rc = main(["generate", *argv, "--out", str(out)])
+    assert rc == 0, err.getvalue()
+    return out

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from standins import free_port, kill_leftovers, make_bin, records
+from standins import free_port, generate_quietly, kill_leftovers, make_bin, records
 
 from advisor.cli import main
 
@@ -27,22 +27,15 @@ GRPO_SERVER_TWO_NODES = ["--model", "7B", "--trainer", "grpo", "--vllm", "server
                          "--nodes", "2", "--gpu", "H100-80GB"]
 
 
-def _generate(argv: list[str], out: Path) -> Path:
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-        rc = main(["generate", *argv, "--out", str(out)])
-    assert rc == 0, err.getvalue()
-    return out
-
-
 @pytest.fixture(scope="module")
 def fsdp_bundle(tmp_path_factory) -> Path:
     # a space in the path: the bundle's folder reaches cd and srun as one word
-    return _generate(FSDP_TWO_NODES, tmp_path_factory.mktemp("gen") / "my runs" / "sft-70b")
+    return generate_quietly(FSDP_TWO_NODES, tmp_path_factory.mktemp("gen") / "my runs" / "sft-70b")
 
 
 @pytest.fixture(scope="module")
 def zero3_bundle(tmp_path_factory) -> Path:
-    return _generate(ZERO3_TWO_NODES, tmp_path_factory.mktemp("gen") / "zero3")
+    return generate_quietly(ZERO3_TWO_NODES, tmp_path_factory.mktemp("gen") / "zero3")
 
 
 def _submit(bundle: Path, root: Path, submit_dir: Path, *args: str, command: str | None = "script",
@@ -129,7 +122,7 @@ def test_no_bundle_found_is_a_clear_error(fsdp_bundle, tmp_path, command):
 
 
 def test_two_node_grpo_server_starts_the_server_on_node_0_only(tmp_path):
-    bundle = _generate(GRPO_SERVER_TWO_NODES, tmp_path / "gen" / "grpo")
+    bundle = generate_quietly(GRPO_SERVER_TWO_NODES, tmp_path / "gen" / "grpo")
     port = free_port()
     launch = bundle / "launch.sh"
     text, n = re.subn(r"^VLLM_PORT=8000$", f"VLLM_PORT={port}", launch.read_text(encoding="utf-8"), flags=re.M)
@@ -150,7 +143,7 @@ def test_two_node_grpo_server_starts_the_server_on_node_0_only(tmp_path):
 
 
 def test_a_two_node_server_timeout_that_is_no_number_stops_before_anything_starts(tmp_path):
-    bundle = _generate(GRPO_SERVER_TWO_NODES, tmp_path / "gen" / "grpo")
+    bundle = generate_quietly(GRPO_SERVER_TWO_NODES, tmp_path / "gen" / "grpo")
     rc, err, recs = _submit(bundle, tmp_path, bundle.parent, VLLM_STARTUP_TIMEOUT="15m")
     assert rc != 0 and "VLLM_STARTUP_TIMEOUT must be a whole number of seconds, not '15m'" in err
     assert not records(recs, "vllm") and not records(recs, "accelerate")
@@ -208,7 +201,7 @@ def test_the_first_command_a_multi_node_bundle_shows_is_one_that_runs(tmp_path):
 @pytest.mark.parametrize(("visible", "seen"), [(None, "0"), ("3,5", "3"), ("", "")])
 def test_a_single_gpu_bundle_sees_one_gpu_on_a_machine_with_several(tmp_path, visible, seen):
     # with several GPUs visible to its one process the Trainer would use nn.DataParallel, which TRL refuses
-    out = _generate(["--model", "0.5B", "--gpu", "H100-80GB", "--gpus", "1"], tmp_path / "one")
+    out = generate_quietly(["--model", "0.5B", "--gpu", "H100-80GB", "--gpus", "1"], tmp_path / "one")
     recs = tmp_path / "recs"
     recs.mkdir()
     bin_dir = make_bin(tmp_path / "bin", ("accelerate",))

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from standins import alive, free_port, kill_leftovers, make_bin, records, stand_in_pids, wait_until
+from standins import alive, free_port, generate_quietly, kill_leftovers, make_bin, records, stand_in_pids, wait_until
 
 from advisor.bundle.consistency import train_constants
 from advisor.cli import main
@@ -34,21 +34,14 @@ SERVER_4_4 = ["--model", "7B", "--trainer", "grpo", "--vllm", "server", "--vllm-
 SERVER_TWO_NODES = SERVER_4_4 + ["--nodes", "2"]
 
 
-def _generate(argv: list[str], out: Path) -> Path:
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-        rc = main(["generate", *argv, "--out", str(out)])
-    assert rc == 0, err.getvalue()
-    return out
-
-
 @pytest.fixture(scope="module")
 def server_bundle(tmp_path_factory) -> Path:
-    return _generate(SERVER_4_4, tmp_path_factory.mktemp("gen") / "server")
+    return generate_quietly(SERVER_4_4, tmp_path_factory.mktemp("gen") / "server")
 
 
 @pytest.fixture(scope="module")
 def two_node_bundle(tmp_path_factory) -> Path:
-    return _generate(SERVER_TWO_NODES, tmp_path_factory.mktemp("gen") / "server2")
+    return generate_quietly(SERVER_TWO_NODES, tmp_path_factory.mktemp("gen") / "server2")
 
 
 class Run:

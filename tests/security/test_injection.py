@@ -198,7 +198,7 @@ def _run_bundle(bundle: Path, root: Path) -> list[list[str]]:
     stub = _stub_bin(root, log)
     site = _stub_python_packages(root)
     env = {"PATH": f"{stub}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(root), "LC_ALL": "C.UTF-8",
-           "MAIN_PROCESS_IP": "127.0.0.1", "SLURM_JOB_NODELIST": "node0", "SLURM_NNODES": "2",
+           "MAIN_PROCESS_IP": "127.0.0.1", "SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "node0", "SLURM_NNODES": "2",
            "SLURM_SUBMIT_DIR": str(bundle), "PYTHONPATH": str(site)}
     for script in ("launch.sh", "slurm.sbatch"):
         if (bundle / script).exists():

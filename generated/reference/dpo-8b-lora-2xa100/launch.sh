@@ -9,6 +9,11 @@
 # Re-create: trl-advisor generate --model 8B --trainer dpo --method lora --gpus 2 --gpu A100-80GB
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# `bash launch.sh -- --max-steps 5`: a leading `--` ends launch.sh's own (absent) options, as for most commands;
+# passed on, train.py's argparse would take every option after it for a positional argument and stop.
+if [[ "${1:-}" == "--" ]]; then
+  shift
+fi
 
 # DS012: DeepSpeed 0.19.8's op builder parses TORCH_CUDA_ARCH_LIST with int() and crashes on arch-specific suffixes
 # (9.0a: "invalid literal for int() with base 10: '0a'"). Drop the suffixes, keep the numbers and +PTX:
@@ -20,5 +25,17 @@ fi
 
 # accelerate reads accelerate.yaml (and through it ds_config.json); train.py holds the TRL settings.
 LAUNCH=(accelerate launch --config_file accelerate.yaml)
+
+# accelerate starts 2 processes on this node, one per GPU, numbered within CUDA_VISIBLE_DEVICES: with fewer
+# GPUs listed there (a scheduler's allocation, a subset set by hand) the ranks past them fail ("invalid device
+# ordinal") once everything has loaded. Set but empty (no GPU, as for a CPU test run): nothing to count.
+if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+  IFS=, read -r -a visible_gpus <<<"$CUDA_VISIBLE_DEVICES"
+  visible_count="${#visible_gpus[@]}"
+  if (( visible_count < 2 )); then
+    echo "launch.sh: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES lists $visible_count GPUs; the plan starts 2 training processes on each node, one per GPU" >&2
+    exit 2
+  fi
+fi
 
 exec "${LAUNCH[@]}" train.py "$@"

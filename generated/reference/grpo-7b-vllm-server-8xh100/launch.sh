@@ -16,6 +16,11 @@
 # Re-create: trl-advisor generate --model 7B --trainer grpo --gpus 8 --gpu H100-80GB --vllm server
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# `bash launch.sh -- --max-steps 5`: a leading `--` ends launch.sh's own (absent) options, as for most commands;
+# passed on, train.py's argparse would take every option after it for a positional argument and stop.
+if [[ "${1:-}" == "--" ]]; then
+  shift
+fi
 
 MACHINE_RANK=0
 
@@ -29,8 +34,24 @@ VLLM_HOST=127.0.0.1
 VLLM_PORT=8000
 VLLM_STARTUP_TIMEOUT="${VLLM_STARTUP_TIMEOUT:-900}"
 STOP_TIMEOUT="${STOP_TIMEOUT:-45}"
+# Both are read in bash arithmetic, where "15m" or "08" is an error that bash reports and then skips the rest of the
+# block it is in (the wait for the server, or the stop of the children), exit status 0: check them before anything
+# starts. Whole seconds without leading zeros (08 would be a bad octal number).
+for knob in VLLM_STARTUP_TIMEOUT STOP_TIMEOUT; do
+  if ! [[ "${!knob}" =~ ^(0|[1-9][0-9]{0,6})$ ]]; then
+    echo "launch.sh: $knob must be a whole number of seconds, not '${!knob}'" >&2
+    exit 2
+  fi
+done
 VLLM_LOG="$PWD/logs/vllm.log"
 VLLM_PID=""
+# Requests to the server go to it directly. Cluster nodes often reach the internet through a proxy (http_proxy),
+# and curl, urllib and requests (TRL's VLLMClient) send even 127.0.0.1 there unless no_proxy names it (curl's manual,
+# ENVIRONMENT; requests.utils.should_bypass_proxies): the health check would never succeed, the client never reach
+# the server. requests reads no_proxy before NO_PROXY (requests.utils.get_environ_proxies): both are extended.
+no_proxy="${no_proxy:+$no_proxy,}$VLLM_HOST,localhost"
+NO_PROXY="${NO_PROXY:+$NO_PROXY,}$VLLM_HOST,localhost"
+export no_proxy NO_PROXY
 TRAIN_PID=""
 
 # The plan's GPU numbers count within the GPUs this job may use: with CUDA_VISIBLE_DEVICES set (SLURM without device
@@ -104,7 +125,24 @@ server_died() {
   tail -n 20 "$VLLM_LOG" >&2 || true
 }
 
+# GET /health: 200 once the server is ready. curl where installed, else the Python that runs train.py (slim
+# images often lack curl; a missing curl would read as "not ready" until VLLM_STARTUP_TIMEOUT).
+server_ready() {
+  if command -v curl >/dev/null 2>&1; then
+    curl --silent --fail --noproxy '*' --max-time 5 "http://$VLLM_HOST:$VLLM_PORT/health" >/dev/null
+  else
+    python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+      "http://$VLLM_HOST:$VLLM_PORT/health" >/dev/null 2>&1
+  fi
+}
+
 if [[ "$MACHINE_RANK" == 0 ]]; then
+  # A port that already accepts connections (a server left from an earlier run, another job's) would either stop
+  # the new server at bind or, worse, answer /health in its place and be the one the training talks to.
+  if (exec 3<>"/dev/tcp/$VLLM_HOST/$VLLM_PORT") 2>/dev/null; then
+    echo "launch.sh: $VLLM_HOST:$VLLM_PORT is already in use (a vLLM server left running? \`ss -ltnp 'sport = :$VLLM_PORT'\` shows its process): stop it, or change the port in both launch.sh (VLLM_PORT) and train.py (CONFIG vllm_server_port)" >&2
+    exit 1
+  fi
   VLLM_MODEL=Qwen/Qwen2.5-7B
   case " $* " in
     *" --random-init "*)
@@ -133,7 +171,7 @@ if [[ "$MACHINE_RANK" == 0 ]]; then
   VLLM_PID="$!"
   echo "launch.sh: waiting for vLLM on $VLLM_HOST:$VLLM_PORT (GPUs $VLLM_DEVICES; log: $VLLM_LOG)" >&2
   deadline="$((SECONDS + VLLM_STARTUP_TIMEOUT))"
-  until curl --silent --fail --max-time 5 "http://$VLLM_HOST:$VLLM_PORT/health" >/dev/null; do
+  until server_ready; do
     if ! kill -0 "$VLLM_PID" 2>/dev/null; then
       server_died "while starting"
       exit 1

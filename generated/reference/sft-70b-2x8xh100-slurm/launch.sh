@@ -14,14 +14,42 @@
 # Re-create: trl-advisor generate --model 70B --trainer sft --gpus 8 --nodes 2 --gpu H100-80GB
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# `bash launch.sh -- --max-steps 5`: a leading `--` ends launch.sh's own (absent) options, as for most commands;
+# passed on, train.py's argparse would take every option after it for a positional argument and stop.
+if [[ "${1:-}" == "--" ]]; then
+  shift
+fi
 
 MACHINE_RANK="${MACHINE_RANK:-${SLURM_PROCID:-0}}"
 MAIN_PROCESS_IP="${MAIN_PROCESS_IP:?set MAIN_PROCESS_IP to the address of node 0}"
 MAIN_PROCESS_PORT="${MAIN_PROCESS_PORT:-29500}"
+# A rank outside 0 .. 1 (SLURM_PROCID of an srun with several tasks per node, a typo) would have
+# accelerate wait at the rendezvous for nodes that never come, or two nodes take the same rank: stop here instead.
+# (A whole number without leading zeros: bash arithmetic reads 08 as a bad octal number.)
+if ! [[ "$MACHINE_RANK" =~ ^(0|[1-9][0-9]{0,8})$ ]] || (( MACHINE_RANK >= 2 )); then
+  echo "launch.sh: the node rank is '$MACHINE_RANK' (MACHINE_RANK, else SLURM_PROCID, else 0): this plan's 2 nodes have ranks 0 .. 1, one launch.sh per node (srun --ntasks-per-node=1)" >&2
+  exit 2
+fi
+if ! [[ "$MAIN_PROCESS_PORT" =~ ^[1-9][0-9]{0,4}$ ]] || (( MAIN_PROCESS_PORT > 65535 )); then
+  echo "launch.sh: MAIN_PROCESS_PORT=$MAIN_PROCESS_PORT is not a TCP port (1 .. 65535)" >&2
+  exit 2
+fi
 
 # accelerate reads accelerate.yaml; train.py holds the TRL settings.
 LAUNCH=(accelerate launch --config_file accelerate.yaml)
 LAUNCH+=(--num_machines 2 --num_processes 16)
 LAUNCH+=(--machine_rank "$MACHINE_RANK" --main_process_ip "$MAIN_PROCESS_IP" --main_process_port "$MAIN_PROCESS_PORT")
+
+# accelerate starts 8 processes on this node, one per GPU, numbered within CUDA_VISIBLE_DEVICES: with fewer
+# GPUs listed there (a scheduler's allocation, a subset set by hand) the ranks past them fail ("invalid device
+# ordinal") once everything has loaded. Set but empty (no GPU, as for a CPU test run): nothing to count.
+if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+  IFS=, read -r -a visible_gpus <<<"$CUDA_VISIBLE_DEVICES"
+  visible_count="${#visible_gpus[@]}"
+  if (( visible_count < 8 )); then
+    echo "launch.sh: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES lists $visible_count GPUs; the plan starts 8 training processes on each node, one per GPU" >&2
+    exit 2
+  fi
+fi
 
 exec "${LAUNCH[@]}" train.py "$@"

@@ -9,6 +9,11 @@
 # Re-create: trl-advisor generate --model 8B --trainer sft --method qlora --gpus 1 --gpu RTX-4090
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# `bash launch.sh -- --max-steps 5`: a leading `--` ends launch.sh's own (absent) options, as for most commands;
+# passed on, train.py's argparse would take every option after it for a positional argument and stop.
+if [[ "${1:-}" == "--" ]]; then
+  shift
+fi
 
 # accelerate reads accelerate.yaml; train.py holds the TRL settings.
 LAUNCH=(accelerate launch --config_file accelerate.yaml)
