@@ -15,19 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from generate.standins import alive
 
 from advisor.verify.runner import RUN_TAG, run_command, tagged_pids
 
 pytestmark = pytest.mark.skipif(not (shutil.which("bash") and shutil.which("setsid") and Path("/proc").is_dir()),
                                 reason="needs bash, setsid and /proc")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.fixture
@@ -44,7 +37,7 @@ def stray(tmp_path):
     yield path
     if path.exists():
         pid = int(path.read_text())
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, 9)
 
 
@@ -57,7 +50,7 @@ def test_a_timeout_ends_processes_outside_the_group(tmp_path, stray, thread_erro
     result = run_command(["bash", "-c", ESCAPE.format(pid=stray) + "wait"], cwd=tmp_path,
                          log_path=tmp_path / "verify.log", timeout_seconds=1, progress=None)
     assert result.timed_out
-    assert not _alive(int(stray.read_text()))
+    assert not alive(int(stray.read_text()))
     assert time.monotonic() - start < 15  # SIGTERM ignored: SIGKILL after the grace, not the reader's wait
     assert thread_errors == []
     assert "tick" in (tmp_path / "verify.log").read_text()
@@ -67,7 +60,7 @@ def test_a_run_that_exits_leaving_a_process_behind_does_not_leave_it_running(tmp
     result = run_command(["bash", "-c", ESCAPE.format(pid=stray) + "sleep 0.5; exit 4"], cwd=tmp_path,
                          log_path=tmp_path / "verify.log", timeout_seconds=60, progress=None)
     assert result.returncode == 4 and not result.timed_out
-    assert not _alive(int(stray.read_text()))
+    assert not alive(int(stray.read_text()))
     assert thread_errors == []
 
 
@@ -78,7 +71,7 @@ def test_ctrl_c_ends_processes_outside_the_group(tmp_path, stray, thread_errors)
     with pytest.raises(KeyboardInterrupt):
         run_command(["bash", "-c", ESCAPE.format(pid=stray) + "wait"], cwd=tmp_path, log_path=tmp_path / "log",
                     progress=None)
-    assert not _alive(int(stray.read_text()))
+    assert not alive(int(stray.read_text()))
     assert thread_errors == []
 
 
