@@ -154,13 +154,19 @@ def ds_ops_needed(row: dict) -> list[str]:
     return ["cpu_adam"] if row["offload"] == "optimizer" else ["fused_adam"]
 
 
+def _ckpt_model(row: dict) -> str:
+    """The checkpoint folder's model part: a reduced-depth row (`layers`) is another model than the full one, and
+    two depths of one model must not share a saved checkpoint."""
+    return f"{row['model']}@L{row['layers']}" if row.get("layers") else row["model"]
+
+
 def ckpt_keys(row: dict) -> list[str]:
     """Checkpoint folders a row reads (and writes when missing), so the parent can delete each after its last use."""
     keys = []
     if row["method"] == "qlora":
-        keys.append(f"{row['model']}-bf16")
+        keys.append(f"{_ckpt_model(row)}-bf16")
     if row["trainer"] in GENERATING_TRAINERS and row["method"] == "full" and (row.get("beta") or 0) > 0:
-        keys.append(f"{row['model']}-{'fp32' if row['precision'] == 'bf16-mixed' else 'bf16'}")
+        keys.append(f"{_ckpt_model(row)}-{'fp32' if row['precision'] == 'bf16-mixed' else 'bf16'}")
     return keys
 
 
@@ -561,7 +567,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
         from transformers import BitsAndBytesConfig
 
         t0 = time.monotonic()
-        path, wrote = _ensure_checkpoint(cfg_ckpt_root, f"{row['model']}-bf16",
+        path, wrote = _ensure_checkpoint(cfg_ckpt_root, f"{_ckpt_model(row)}-bf16",
                                          lambda p: save_random(p, torch.bfloat16))
         res["model"]["checkpoint_saved_seconds"] = round(time.monotonic() - t0, 3) if wrote else None
         if cuda:
@@ -585,9 +591,12 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     if row["method"] in ("lora", "qlora"):
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=row["lora_r"], lora_alpha=LORA_ALPHA, lora_dropout=LORA_DROPOUT,
+        # a MoE's experts are adapted by lora.ParamWrapper, which refuses any dropout (peft 0.21
+        # tuners/lora/layer.py); the generated bundle sets 0 for a MoE the same way
+        dropout = 0.0 if arch.get("num_experts") else LORA_DROPOUT
+        peft_config = LoraConfig(r=row["lora_r"], lora_alpha=LORA_ALPHA, lora_dropout=dropout,
                                  target_modules="all-linear", task_type="CAUSAL_LM")
-        res["resolved"]["lora"] = {"r": row["lora_r"], "lora_alpha": LORA_ALPHA, "lora_dropout": LORA_DROPOUT,
+        res["resolved"]["lora"] = {"r": row["lora_r"], "lora_alpha": LORA_ALPHA, "lora_dropout": dropout,
                                    "target_modules": "all-linear"}
     if row["trainer"] in ("dpo", "kto") and row.get("ref_model") == "copy":
         ref_model = copy.deepcopy(model)
@@ -595,7 +604,7 @@ def _run(row: dict, ctx: dict, rec: Recorder) -> None:
     elif row["trainer"] in ("dpo", "kto"):
         res["resolved"]["ref_model"] = "none (PEFT: adapters disabled)"
     if row["trainer"] in GENERATING_TRAINERS and (row.get("beta") or 0) > 0 and row["method"] == "full":
-        key = f"{row['model']}-{'fp32' if dtype == torch.float32 else 'bf16'}"
+        key = f"{_ckpt_model(row)}-{'fp32' if dtype == torch.float32 else 'bf16'}"
         t0 = time.monotonic()
         path, wrote = _ensure_checkpoint(cfg_ckpt_root, key, model.save_pretrained)
         res["model"]["checkpoint_saved_seconds"] = round(time.monotonic() - t0, 3) if wrote else None

@@ -91,6 +91,9 @@ def test_ops_and_checkpoint_keys(rows):
     g_ref = [r for r in by(rows, trainer="grpo") if r["beta"] > 0][0]
     g_noref = [r for r in by(rows, trainer="grpo") if r["beta"] == 0][0]
     assert W.ckpt_keys(g_ref) == [f"{g_ref['model']}-bf16"] and W.ckpt_keys(g_noref) == []
+    # a reduced-depth row saves a checkpoint of its own depth: two depths of one model never share one
+    assert W.ckpt_keys({**q, "layers": 4}) == ["llama-3.1-8b@L4-bf16"]
+    assert W.ckpt_keys({**g_ref, "layers": 4}) != W.ckpt_keys({**g_ref, "layers": 8})
 
 
 def test_lengths_and_tokens(rows):
