@@ -243,14 +243,39 @@ def mlp_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     return router + experts + shared
 
 
+MOE_LORA_SAVED_STACKS = 1.05
+"""What LoRA on a MoE layer keeps for its backward beyond LoRA on its attention alone, in copies of the layer's
+expert stack: PEFT 0.21's lora.ParamWrapper merges `W + B @ A` into a full-size tensor on every forward
+(tuners/lora/layer.py ParamWrapper._activate_lora, get_delta_weight for a 16-bit parameter) and the experts' GEMMs
+save that merged copy; the other 0.05 is the adapters' casts and views (adapter-sized). Measured on the CPU with every
+storage tracked (bench/moe_lora_probe.py, bench/results/moe-lora-probe-cpu-2026-12-07.json: 1.046-1.068 over Qwen3-MoE
+and Mixtral shapes, 4 and 8 layers)."""
+MOE_LORA_CKPT_EXTRA_STACKS = 0.24
+"""Under checkpointing, what a MoE layer's recompute and backward add beyond that merged copy: the gradient of the
+merged stack on its way to the adapters (the same probe: a checkpointed step's peak is 1.27-1.29 stacks above the
+attention-only one, net of the adapters' gradients, whatever the depth; without checkpointing the backward frees
+the layer's saved copy as it makes the gradient, and the peak is the saved set's: -0.07 to -0.01)."""
+
+
+def moe_lora_stack_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """Bytes of one layer's expert stack in the dtype its merged copy takes (the parameter's: the load dtype, the
+    16-bit working copy under DeepSpeed, the 16-bit compute copy FSDP2 gathers); 0 unless LoRA/QLoRA adapts a MoE's
+    experts (bitsandbytes leaves them 16-bit under QLoRA: Dims.quantized)."""
+    if not d.moe or plan.method == "full":
+        return 0
+    width = pr.work if plan.backend == "deepspeed" else pr.act if plan.backend == "fsdp2" else pr.load
+    return d.experts_per_layer * width
+
+
 def layer_saved_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """Everything one decoder layer keeps for its backward (no checkpointing)."""
     t = local_tokens(plan)
     full = plan.method == "full"
     # Gemma 2/3 add post-attention / post-MLP norms (norms_per_layer 4): each saves the same kind of tensors
     norms = d.norms * norm_saved_bytes(t, d.h, pr, weight_trainable=full, liger=plan.liger, gemma=d.gemma_norm)
+    merged = int(MOE_LORA_SAVED_STACKS * moe_lora_stack_bytes(d, plan, pr))
     return norms + qk_norm_saved_bytes(d, t, pr, plan) + linear_inputs_saved_bytes(d, t, pr, plan) + \
-        attention_saved_bytes(d, plan, pr) + mlp_saved_bytes(d, plan, pr)
+        attention_saved_bytes(d, plan, pr) + mlp_saved_bytes(d, plan, pr) + merged
 
 
 def layer_backward_workspace(d: Dims, plan: Plan, pr: Precision) -> int:
@@ -280,6 +305,8 @@ def layer_backward_workspace(d: Dims, plan: Plan, pr: Precision) -> int:
     extra = 0
     if plan.method != "full" and pr.adapter != a:
         extra = FP32 * t * max(d.max_in, width) * (2 if lora_dropout_active(plan, d.moe) else 1)
+    if plan.grad_ckpt:
+        extra += int(MOE_LORA_CKPT_EXTRA_STACKS * moe_lora_stack_bytes(d, plan, pr))
     return pr.res * t * d.h + max(mlp, attn) + extra
 
 

@@ -18,7 +18,7 @@ class Dims:
     """Architecture numbers the terms read, cached per ModelSpec instance."""
 
     __slots__ = ("model", "P", "vision", "L", "h", "I", "q", "kv", "V", "heads", "head_dim", "embed", "lm_head", "layer",
-                 "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "tensors",
+                 "quantized", "max_linear", "max_in", "largest_module", "largest_layer_module", "experts_per_layer", "tensors",
                  "param_modules", "persistent_modules", "linears_per_layer", "nn_linears_per_layer",
                  "adapted_per_layer",
                  "persistent_small", "moe", "experts_per_token", "moe_I", "shared_I", "num_experts", "matmul_active",
@@ -52,6 +52,7 @@ class Dims:
         # What ZeRO-3 gathers at once is one module's own parameters: the embedding (or LM head), the widest Linear,
         # or a fused MoE expert block (transformers 5 stores the experts of a layer as one module).
         self.largest_module = max(self.embed, self.max_linear, experts)
+        self.experts_per_layer = experts  # one layer's fused expert stack (gate_up_proj + down_proj), parameters
         self.largest_layer_module = max(self.max_linear, experts)  # the same within the decoder layers
         self.norms = m.norms_per_layer
         self.qkv_linears = 1 if m.fused_qkv else 3

@@ -646,8 +646,10 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     head_recompute = head_f if plan.trainer in FUSED_HEAD_TRAINERS else 0.0
     if adapter:
         # frozen base: forward + input-gradient GEMMs (4N); attention's backward still runs to reach earlier adapters.
-        # The adapters' own GEMMs (r columns) are memory-bound: lora_gemm_seconds, not FLOPs at GEMM efficiency
-        train_mm = 2 * body_f + 2 * head_f + head_recompute
+        # The adapters' own GEMMs (r columns) are memory-bound: lora_gemm_seconds, not FLOPs at GEMM efficiency.
+        # A MoE's experts are adapted through their merged weight (moe_lora_merge_seconds), which requires grad: the
+        # experts' weight-gradient GEMMs run as in full fine-tuning
+        train_mm = 2 * body_f + 2 * head_f + head_recompute + body_f * expert_share(d)
     else:
         train_mm = 3 * mm_f + head_recompute
     train_attn = 3 * attn_f
@@ -702,7 +704,7 @@ def micro_batch_times(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target, 
     precompute = precompute_passes * (mm_f + attn_f) / (peak * eff)
 
     adapters = (lora_elementwise_seconds(d, plan, target, pr) + lora_gemm_seconds(d, plan, target, pr)
-                if adapter else 0.0)
+                + moe_lora_merge_seconds(d, plan, target) if adapter else 0.0)
     fwd_passes = 1 + (1 if plan.grad_ckpt else 0)
     head = fused_head_seconds(d, target, n_logit) if plan.trainer in FUSED_HEAD_TRAINERS else 0.0
     # GKD's loss over the two models' full fp32 logits (advisor.model.gkd): streamed, counted with the elementwise work
@@ -939,6 +941,28 @@ def lora_elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precisi
     per_token = ins * (c_in * fwd + c_in + 3 * pr.act) + outs * (10 * fwd + 4)
     # contiguous tensors (the Linear's input and output): the vectorized kernels stream at the full rate
     return MA.local_tokens(plan) * d.L * per_token / mem_bw(target)
+
+
+MOE_MERGE_FORWARD_BYTES = 16
+"""HBM bytes per expert parameter of PEFT's merge `W + B @ A` in each forward (and recompute) of a LoRA MoE layer
+(peft 0.21 tuners/lora/layer.py ParamWrapper._activate_lora, get_delta_weight for a 16-bit parameter): the einsum
+writes the fp32 delta (4), `.to(param.dtype)` reads it and writes bf16 (4 + 2), the parametrization reads W and the
+delta and writes the merged copy (2 + 2 + 2)."""
+MOE_MERGE_BACKWARD_BYTES = 12
+"""The backward's bytes per expert parameter: the experts' weight-gradient GEMM writes the merged copy's gradient (2),
+the cast's backward reads it and writes fp32 (2 + 4), and the einsum's backward reads that fp32 gradient (4) to make
+the adapters' gradients."""
+
+
+def moe_lora_merge_seconds(d: MD.Dims, plan: Plan, target: Target) -> float:
+    """LoRA on a MoE's experts: the full-size merge of each adapted expert stack per forward, recompute and backward
+    (MOE_MERGE_FORWARD_BYTES, MOE_MERGE_BACKWARD_BYTES), streamed at MEM_BW_EFFICIENCY. Memory: the merged copy is
+    what the experts save (activations.MOE_LORA_SAVED_STACKS). 0 for dense models and full fine-tuning."""
+    if not d.moe or plan.method == "full":
+        return 0.0
+    passes = 1 + (1 if plan.grad_ckpt else 0)
+    per_param = MOE_MERGE_FORWARD_BYTES * passes + MOE_MERGE_BACKWARD_BYTES
+    return d.L * d.experts_per_layer * per_param / mem_bw(target)
 
 
 def lora_gemm_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
