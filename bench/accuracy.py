@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor.catalog import resolve_gpu, resolve_model
+from advisor.catalog import match_nvml_name, resolve_gpu, resolve_model
 from advisor.core.plan import Plan
 from advisor.core.specs import ModelSpec
 from advisor.core.target import Target
@@ -249,6 +249,9 @@ class Run:
     transformers: str | None = None
     """The transformers release the run's last record ran (its env.versions): the speed model's MoE term depends on
     it (advisor.model.speed.moe_sentinel_masks), so the run is predicted on a target that names it."""
+    gpu: str | None = None
+    """The catalogue GPU the run's last record names, when it is not the H200 every file of RESULTS ran on
+    (OTHER_GPU_RESULTS): the run is predicted on that GPU."""
 
     def step_in(self, rel: str) -> float | None:
         """The step time this configuration's record in results file `rel` measured (the last, if several)."""
@@ -300,6 +303,14 @@ def _by_host(results: tuple[str, ...], root: Path) -> list[dict]:
 def run_software(run: Run) -> dict[str, str]:
     """The software a run's target names: the transformers release it ran, where its record says."""
     return {"transformers": run.transformers} if run.transformers else {}
+
+
+def record_gpu(rec: dict) -> str | None:
+    """The catalogue id of the GPU a benchmark record ran on, from the name and memory NVML gave it; None for an
+    H200 (GPU_ID, what the tables predict on) or a record that names none."""
+    gpu = rec.get("gpu") or {}
+    spec = match_nvml_name(gpu["name"], gpu.get("total_bytes")) if gpu.get("name") else None
+    return spec.id if spec is not None and spec.id != GPU_ID else None
 
 
 def record_cpu_cores(rec: dict) -> int | None:
@@ -406,6 +417,8 @@ class Report:
     """The 2026-12-01 bundles run by verify (VERIFY_1201), split "verify": outside fit / holdout / all."""
     later_verify_rows: list[Evaluated] = field(default_factory=list)
     """The bundles verify ran after 2026-12-01 (VERIFY_LATER), split "verify", each predicted on its own GPU."""
+    other_gpu_rows: list[Evaluated] = field(default_factory=list)
+    """Benchmark runs on GPUs other than the H200 (OTHER_GPU_RESULTS), each predicted on its own GPU."""
 
 
 _SIZE = re.compile(r"Tried to allocate ([0-9.]+) (GiB|MiB|KiB|B)")
@@ -466,6 +479,7 @@ def load(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REPO
             failed_request=_parse_request(rec.get("error")) if status == "oom" else None,
             lora_dropout=lora.get("lora_dropout"), cpu_cores=record_cpu_cores(rec),
             transformers=((rec.get("env") or {}).get("versions") or {}).get("transformers"),
+            gpu=record_gpu(rec),
             nvml_overhead=(mem["nvml_used_peak_bytes"] - mem["peak_reserved_bytes"])
             if status == "ok" and mem.get("nvml_used_peak_bytes") else None))
         env = rec.get("env") or {}
@@ -526,8 +540,8 @@ def evaluate(runs: list[Run]) -> list[Evaluated]:
                 model = model.with_(layers=int(k["layers"]))  # a reduced-depth row: predicted at its own depth
             models[key] = model
         plan = plan_from_bench_row(k)
-        target = Target(gpu=gpu, gpus_per_node=plan.gpus_per_node, nodes=plan.nodes, cpu_cores=run.cpu_cores,
-                        software=run_software(run))
+        target = Target(gpu=resolve_gpu(run.gpu) if run.gpu else gpu, gpus_per_node=plan.gpus_per_node,
+                        nodes=plan.nodes, cpu_cores=run.cpu_cores, software=run_software(run))
         with _as_benchmarked(run.lora_dropout):
             mem, spd = estimate_plan(model, plan, target)
         out.append(_evaluated(run, model, plan, mem, spd))
@@ -610,7 +624,8 @@ def build(results: tuple[str, ...] = RESULTS, spot: str = SPOT, root: Path = REP
     return Report(rows=rows, not_measured=meta["not_measured"], versions=meta["versions"], gpu=meta["gpu"],
                   command=command, spot_command=spot_command, excluded_spot=meta["excluded_spot"],
                   verify_rows=load_verify_1201(root=root) if root == REPO else [],
-                  later_verify_rows=load_verify_1201(VERIFY_LATER, root=root) if root == REPO else [])
+                  later_verify_rows=load_verify_1201(VERIFY_LATER, root=root) if root == REPO else [],
+                  other_gpu_rows=other_gpu_rows(root=root) if root == REPO else [])
 
 
 def in_split(e: Evaluated, split: str) -> bool:
@@ -2583,6 +2598,76 @@ design: written down, with the model's predictions (CKPT_VALIDATE_THEN), once th
 CKPT_VALIDATE_THEN = "bench/rows/ckpt-validate-2026-12-02-predicted.json"
 
 
+OTHER_GPU_RESULTS = ("bench/results/moe-lora-h100-2026-12-07.jsonl",
+                     "bench/results/moe-lora-validate-h100-2026-12-07.jsonl")
+"""Benchmark records of GPUs other than the H200 (each predicted on the GPU its record names: Run.gpu), kept out of
+the H200 tables above and reported by the sections that name them."""
+MOE_LORA_ROWS = "bench/rows/moe-lora-2026-12-07.json"
+"""LoRA and QLoRA on the two MoE models at reduced depth (SFT and DPO, with and without checkpointing), written down
+with the model's predictions (MOE_LORA_THEN) before they ran, when nothing counted what PEFT's lora.ParamWrapper
+merges; holdout by design."""
+MOE_LORA_THEN = "bench/rows/moe-lora-2026-12-07-predicted.json"
+MOE_LORA_VALIDATE = "bench/rows/moe-lora-validate-2026-12-07.json"
+"""New MoE LoRA/QLoRA configurations (other depths, sequence lengths, micro-batches, accumulation), written down with
+the predictions of the model once the merged copies' terms were in (MOE_LORA_VALIDATE_THEN), before they ran."""
+MOE_LORA_VALIDATE_THEN = "bench/rows/moe-lora-validate-2026-12-07-predicted.json"
+
+
+def other_gpu_rows(paths: tuple[str, ...] = OTHER_GPU_RESULTS, root: Path = REPO) -> list[Evaluated]:
+    """The benchmark runs of OTHER_GPU_RESULTS (files not there yet are skipped), each predicted on its own GPU."""
+    present = tuple(p for p in paths if (root / p).exists())
+    if not present:
+        return []
+    return evaluate([r for r in load(present, SPOT, root)[0] if r.source == "bench"])
+
+
+def _moe_lora_sections(w, rows: list[Evaluated]) -> None:
+    _per_gpu_predicted_section(w, rows, "LoRA on a MoE, predicted before they ran", MOE_LORA_ROWS, MOE_LORA_THEN,
+                               "LoRA and QLoRA on Qwen3-30B-A3B and Mixtral-8x7B cut to 4-8 layers, SFT and DPO, "
+                               "written down with the model's predictions (`{then}`) before anything counted the "
+                               "expert copies PEFT merges (activations.MOE_LORA_SAVED_STACKS, "
+                               "speed.moe_lora_merge_seconds: found with bench/moe_lora_probe.py on the CPU while "
+                               "these rows waited for a GPU)")
+    _per_gpu_predicted_section(w, rows, "LoRA on a MoE, predicted by the new terms before they ran",
+                               MOE_LORA_VALIDATE, MOE_LORA_VALIDATE_THEN,
+                               "new MoE LoRA/QLoRA configurations (other depths, lengths, micro-batches, "
+                               "accumulation, DPO with checkpointing), written down with the predictions of the model "
+                               "once those terms were in (`{then}`)")
+
+
+def _per_gpu_predicted_section(w, rows: list[Evaluated], title: str, rows_file: str, then_file: str,
+                               what: str) -> None:
+    """Rows predicted, before they ran, on each GPU kind they might run on; compared on the one they ran on."""
+    then = json.loads((REPO / then_file).read_text())["predicted"]
+    names = {r["name"] for r in json.loads((REPO / rows_file).read_text())}
+    got = [(e, then[e.run.gpu or GPU_ID][e.run.name]) for e in rows
+           if e.run.name in names and e.run.status == "ok" and e.run.step_seconds
+           and e.run.name in then.get(e.run.gpu or GPU_ID, {})]
+    if not got:
+        return
+    step_then = [p["step_seconds"] / e.run.step_seconds - 1 for e, p in got]
+    mem_then = [p["peak_allocated_bytes"] / e.run.peak_allocated - 1 for e, p in got]
+    gpus = " and ".join(sorted({e.run.gpu or GPU_ID for e, _ in got}))
+    w(f"### {title}")
+    w("")
+    w(f"`{rows_file}` ({len(got)} rows, holdout): {what.format(then=then_file)}, then run on one {gpus}: as "
+      f"predicted then, step time median \\|error\\| {_pct(_median([abs(x) for x in step_then]), False)}, worst "
+      f"{_pct(max(step_then, key=abs))}; peak allocated median {_pct(_median([abs(x) for x in mem_then]), False)}, "
+      f"worst {_pct(max(mem_then, key=abs))}. By the model now: step time median \\|error\\| "
+      f"{_pct(_median([abs(e.err_step) for e, _ in got]), False)}, worst {_pct(max((e.err_step for e, _ in got), key=abs))}; "
+      f"peak allocated median {_pct(_median([abs(e.err_allocated) for e, _ in got]), False)}, worst "
+      f"{_pct(max((e.err_allocated for e, _ in got), key=abs))}.")
+    w("")
+    w("| row | GPU | step predicted then (s) | measured (s) | error then | error now | "
+      "peak allocated then / now / measured (GiB) | peak error then | now |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for (e, p), err, merr in zip(got, step_then, mem_then, strict=True):
+        w(f"| {e.run.name} | {e.run.gpu or GPU_ID} | {p['step_seconds']:.3f} | {e.run.step_seconds:.3f} | {_pct(err)} | "
+          f"{_pct(e.err_step)} | {p['peak_allocated_bytes'] / GIB:.1f} / {e.pred_allocated / GIB:.1f} / "
+          f"{e.run.peak_allocated / GIB:.1f} | {_pct(merr)} | {_pct(e.err_allocated)} |")
+    w("")
+
+
 def _family_validate_section(w, rows: list[Evaluated]) -> None:
     _predicted_then_section(w, rows, "Family rows predicted before they ran", FAMILY_VALIDATE, FAMILY_VALIDATE_THEN,
                             "GPU-bound runs of the families the terms above came from, written down with the model's "
@@ -3420,6 +3505,7 @@ def render_markdown(report: Report) -> str:
     _kernel_section(w, rows)
     _checkpoint_dispatch_section(w, rows)
     _family_validate_section(w, rows)
+    _moe_lora_sections(w, report.other_gpu_rows)
     _offload_section(w, rows)
     _offload_ga_section(w, rows)
     ctx = [e.run.nvml_overhead for e in rows if e.run.nvml_overhead is not None and e.run.split == "fit"]
