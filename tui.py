@@ -614,8 +614,9 @@ RESERVE, FREE, MARGIN = ("allocator reserve", "#5c6370"), ("headroom", "#3a7a4a"
 
 def memory_parts(memory: dict) -> list[tuple[str, int, str]]:
     """(name, bytes, colour) along the usable capacity: the breakdown of the peak, the allocator's reserve above
-    it, the headroom left under the limit, and the margin kept back from the capacity. Only differences of the
-    result's own figures, to draw them (reserve = reserved - peak, margin = capacity - reserved - headroom)."""
+    it, the headroom left past the reserve and the safety margin (headroom_bytes), and that safety margin, kept back
+    from the capacity. Only differences of the result's own figures, to draw them (reserve = reserved - peak,
+    margin = capacity - reserved - headroom)."""
     parts = [(name, int(memory["breakdown_bytes"].get(name, 0)), colour) for name, colour in BREAKDOWN]
     peak, reserved = memory["per_gpu_peak_bytes"], memory["per_gpu_reserved_bytes"]
     headroom, capacity = memory["headroom_bytes"], memory["gpu_capacity_bytes"]
@@ -809,6 +810,31 @@ def fill_table(table: DataTable, headers: tuple[str, ...], rows: list[tuple[str,
         table.add_row(*cells, key=key, height=None)
     if rows:
         table.move_cursor(row=min(max(keep, 0), len(rows) - 1))
+
+
+NO_PLAN_YET = "No plan yet: it shows here once the request is planned."
+"""What a tab shows in place of a plan's tables before the first plan is made (one line at 80 columns)."""
+NO_FINDINGS_YET = "No plan yet: the rules that fire on it show here once the request is planned."
+NO_MATRIX_YET = "No plan yet: its features' compatibility shows here once it is made."
+
+
+def table_or_line(name: str, empty: str):
+    """A table and the one line shown instead of it while it has no row (an empty table would show only its
+    header, which reads like something failed to load). show_rows switches between them."""
+    yield DataTable(id=name, cursor_type="row", zebra_stripes=True)
+    line = Static(Text(empty, style="dim"), id=f"{name}-empty", classes="empty-line")
+    line.display = bool(empty)
+    yield line
+
+
+def show_rows(table: DataTable, line: Static, rows: list, empty: str) -> None:
+    """The table when it has rows, else the line `empty` (nothing at all when `empty` is ""). A table without rows
+    loses its columns, and with them its header, but stays in place and focusable: the tab's keys and focus stay
+    where they were (a hidden widget takes no focus, and the focus would go to another pane)."""
+    if not rows:
+        table.clear(columns=True)
+    line.display = not rows and bool(empty)
+    line.update(Text(empty, style="dim") if not rows else "")
 
 
 LEXERS = {".py": "python", ".yaml": "yaml", ".json": "json", ".sh": "bash", ".sbatch": "bash", ".md": "markdown"}
@@ -1005,7 +1031,8 @@ TAB_ACTIONS = {"pin": "plan", "unpin": "plan", "apply_fix": "rules", "explain": 
 TABS = ("target", "training", "plan", "rules", "bundle", "rent")
 """Tab order."""
 DEBOUNCE_S = 0.15
-"""Typing pauses shorter than this do not start a plan (one plan takes 15-50 ms: python -m bench.planner_speed)."""
+"""Typing pauses shorter than this do not start a plan (a plan search takes tens of ms on a 2-core machine:
+bench/results/planner-speed-2026-12-07.json, python -m bench.planner_speed)."""
 PICK_WORDS = {"within_budget": "within the budget", "within_deadline": "within the deadline"}
 RENT_DEBOUNCE_S = 0.4
 """The same for the Rent tab, whose answer takes seconds (one planner search per GPU type and count: 1-4 s on a
@@ -1086,6 +1113,7 @@ class WizardApp(App):
     #training-cols.-narrow { layout: vertical; }
     DataTable { height: auto; max-height: 16; }
     #plan-head, #rules-head { margin-top: 1; }
+    .empty-line { height: auto; }
     #finding-detail { margin: 1 0; }
     #bundle-top, #verify-options { height: 1; }
     #bundle-top Label, #verify-options Label { width: 8; color: $text-muted; }
@@ -1189,19 +1217,19 @@ class WizardApp(App):
                     yield Vertical(classes="form-column")
                 yield Static("", id="help-training", classes="field-help")
             with TabPane("3 Plan", id="plan"), VerticalScroll(id="plan-body"):
-                yield Static("", id="plan-head")
+                yield Static(Text(NO_PLAN_YET, style="dim"), id="plan-head")
                 yield MemoryBar(id="membar")
                 yield Label("Why each knob has its value   (p pin · u unpin · enter edit)", classes="section")
-                yield DataTable(id="knobs", cursor_type="row", zebra_stripes=True)
+                yield from table_or_line("knobs", "")
                 yield Label("Alternatives and why they lost", classes="section")
-                yield DataTable(id="alts", cursor_type="row", zebra_stripes=True)
+                yield from table_or_line("alts", "")
                 yield Static("", id="plan-command", classes="section")
             with TabPane("4 Rules", id="rules"), VerticalScroll(id="rules-body"):
-                yield Static("", id="rules-head")
-                yield DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+                yield Static(Text(NO_FINDINGS_YET, style="dim"), id="rules-head")
+                yield from table_or_line("findings", "")
                 yield Static("", id="finding-detail")
                 yield Label("Compatibility of this plan's features (trl-advisor rules --matrix)", classes="section")
-                yield DataTable(id="matrix", cursor_type="row", zebra_stripes=True)
+                yield from table_or_line("matrix", NO_MATRIX_YET)
             with TabPane("5 Bundle", id="bundle"), Vertical():
                 with Horizontal(id="bundle-top"):
                     yield Label("Folder")
@@ -1584,6 +1612,8 @@ class WizardApp(App):
             self.query_one(MemoryBar).show(None)
             fill_table(knobs, ("", "knob", "value", "why"), [], width, (1, 18, 14, None))
             fill_table(alts, ("plan", "tokens/s", "peak GiB", "why not"), [], width, (40, 9, 8, None))
+            self._show_rows(knobs, [], "No plan: no knob has a value (the problem above says why).")
+            self._show_rows(alts, [], "No plan: no alternative either.")
             return
         text = Text("\n".join(o.summary))
         text.highlight_regex(r"^\S+", "bold")
@@ -1601,21 +1631,32 @@ class WizardApp(App):
             rows.append((knob, (Text(marker, style="bold yellow"), Text(knob, style=style), Text(shown, style=style),
                                 Text(why, style=style))))
         fill_table(knobs, ("", "knob", "value", "why"), rows, width, (1, 18, 14, None))
+        self._show_rows(knobs, rows, "")
         rows = []
         for i, a in enumerate(o.decision.alternatives):
             peak = a.memory.per_gpu_peak_bytes if a.memory is not None else None
             rows.append((str(i), (Text(a.plan.short()), f"{a.tokens_per_second:,.0f}",
                                   gib(peak) if peak is not None else "-", Text(a.rejected_because))))
         fill_table(alts, ("plan", "tokens/s", "peak GiB", "why not"), rows, width, (40, 9, 8, None))
+        self._show_rows(alts, rows, "No alternative: the search kept no other plan to compare.")
 
     def _shown_findings(self) -> list[dict]:
         o = self.outcome
         return list(o.findings) if o is not None else []
 
+    def _show_rows(self, table: DataTable, rows: list, empty: str) -> None:
+        show_rows(table, self.query_one(f"#{table.id}-empty", Static), rows, empty)
+
     def _show_rules_tab(self) -> None:
         o = self.outcome
         table = self.query_one("#findings", DataTable)
         findings = self._shown_findings()
+        if o is None:  # the first plan is still being made (or waits for the probe of this machine)
+            self.query_one("#rules-head", Static).update(Text(NO_FINDINGS_YET, style="dim"))
+            self._show_rows(table, [], "")
+            self._show_rows(self.query_one("#matrix", DataTable), [], NO_MATRIX_YET)
+            self.query_one("#finding-detail", Static).update("")
+            return
         if isinstance(o, PlanProblem):
             head = Text.assemble((f"{len(findings)} findings", "bold"), " of `trl-advisor check` with these flags "
                                  "(no plan could be made: ", (o.message, "red"), ")")
@@ -1632,13 +1673,16 @@ class WizardApp(App):
                                   Text(fix))))
         width = self._table_width()
         fill_table(table, ("severity", "rule", "message", "auto-fix"), rows, width, (8, 7, None, 24))
+        self._show_rows(table, rows, "")  # the head says "0 findings", the detail below "no rule fired"
         self._show_finding_detail()
         rows = []
         if isinstance(o, PlanView):
             for i, (both, r) in enumerate(matrix_rows(o.features)):
                 rows.append((str(i), ("●" if both else " ", r["a"], r["b"], r["verdict"], r["rule"], Text(r["reason"]))))
-        fill_table(self.query_one("#matrix", DataTable), ("", "feature", "with", "verdict", "rule", "reason"), rows,
-                   width, (1, 12, 12, 12, 7, None))
+        matrix = self.query_one("#matrix", DataTable)
+        fill_table(matrix, ("", "feature", "with", "verdict", "rule", "reason"), rows, width, (1, 12, 12, 12, 7, None))
+        self._show_rows(matrix, rows, "No plan: no features to match (the problem above says why)."
+                        if isinstance(o, PlanProblem) else "No row of the matrix concerns this plan's features.")
 
     def _highlighted_finding(self) -> dict | None:
         findings = self._shown_findings()

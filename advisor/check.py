@@ -10,6 +10,7 @@ from typing import Any
 
 from advisor import catalog, resolve
 from advisor.bundle import read as bundle
+from advisor.bundle.peak import absent_reason, peak_moment, safety_margin_bytes
 from advisor.bundle.readback import (
     PLAN_JSON_WHERE,
     REQUEST_TO_PLAN,
@@ -527,16 +528,22 @@ def render_estimate(result: dict[str, Any]) -> str:
         f"seq {r['seq_len']} x micro-batch {r['micro_batch']} x accum {r['grad_accum']}"
         + (", grad-ckpt" if r["grad_ckpt"] else "") + (", liger" if r["liger"] else "") + f", attn {r['attn']}",
         "",
-        f"memory per GPU (peak during {mem.get('peak_phase', 'train')}):",
+        # the parts are what the GPU holds at the moment of its peak: say which moment, and why a part is 0 then
+        # (the gradients at the end of a forward pass, say), which would otherwise read like a bug
+        f"memory per GPU at its peak{', ' + moment if (moment := peak_moment(mem)) else ''}:",
     ]
     for key in BREAKDOWN_KEYS:
-        lines.append(f"  {key:<12}{_gib(mem['breakdown_bytes'][key]):>12}")
+        value = mem["breakdown_bytes"][key]
+        why = f"   none at the peak: {absent_reason(key, mem, r['offload'])}" if value == 0 else ""
+        lines.append(f"  {key:<12}{_gib(value):>12}{why}")
     lines.append(f"  {'peak':<12}{_gib(mem['per_gpu_peak_bytes']):>12}   (torch max_memory_allocated)")
     lines.append(f"  {'reserved':<12}{_gib(mem['per_gpu_reserved_bytes']):>12}   "
                  f"of {_gib(mem['gpu_capacity_bytes'])} usable")
     verdict = "yes" if mem["fits"] else "NO"
-    lines.append(f"  fits: {verdict}, headroom {_gib(mem['headroom_bytes'])}; host RAM {_gib(mem['host_bytes'])} "
-                 "per node")
+    # headroom: what is left of the usable memory past the reserve and the safety margin (a reader subtracting
+    # reserved from usable would otherwise miss the margin)
+    lines.append(f"  fits: {verdict}, headroom {_gib(mem['headroom_bytes'])} past the "
+                 f"{_gib(safety_margin_bytes(mem))} safety margin; host RAM {_gib(mem['host_bytes'])} per node")
     lines += ["", f"speed: {spd['step_seconds']:.2f} s/step, {spd['tokens_per_second']:,.0f} tokens/s, "
                   f"MFU {100 * spd['mfu']:.0f}%"]
     parts = sorted(((v, k) for k, v in spd.get("breakdown_seconds", {}).items() if v > 0), reverse=True)[:4]

@@ -132,7 +132,7 @@ def fits_per_gpu(ctx: Context) -> Result:
     # the limit is the usable memory less the safety margin (and FSDP2's extra share, rule MEM006): a reserve below
     # the usable memory can still not fit, and the message says by what
     limit = reserved + int(getattr(mem, "headroom_bytes", cap - reserved))
-    kept = ("the safety margin and FSDP2's extra headroom (MEM006)" if ctx.plan.backend == "fsdp2"
+    kept = ("the safety margin, with FSDP2's extra margin (MEM006)" if ctx.plan.backend == "fsdp2"
             else "the safety margin")
     return fail(f"predicted peak {gib(peak)} (reserved {gib(reserved)}) per GPU exceeds the {gib(limit)} a plan may "
                 f"reserve of the usable {gib(cap)} of {ctx.target.gpu.id} (the rest is {kept})", fix, auto)
@@ -141,9 +141,11 @@ def fits_per_gpu(ctx: Context) -> Result:
 @rule(id="MEM002", name="low-memory-headroom", severity="warning",
       reads=("memory.headroom_bytes", "memory.capacity_bytes", "memory.fits"))
 def low_headroom(ctx: Context) -> Result:
-    """The plan fits, but with less of the GPU's usable memory to spare than the headroom the planner keeps (4.1 %:
-    advisor.model.calibration.PLANNER_HEADROOM_FRACTION, from the 95th percentile of the under-predictions measured
-    near capacity, docs/accuracy.md).
+    """The plan fits, but its headroom is less than the error margin the planner keeps for the plans it chooses.
+
+    Headroom: what the plan leaves of the usable memory past its reserve and the safety margin (`headroom_bytes`).
+    Error margin: advisor.model.calibration.PLANNER_HEADROOM_FRACTION of the usable memory, u / (1 + u) for the 95th
+    percentile u of the under-predictions measured near capacity (docs/accuracy.md, "Near capacity").
 
     ## Why
     Estimates carry error (allocator fragmentation, a longer batch than planned, CUDA graph pools, a library
@@ -330,7 +332,7 @@ def vllm_colocate_fraction(ctx: Context) -> Result:
 @rule(id="MEM006", name="fsdp2-fp32-master-weights", severity="info",
       reads=("plan.backend", "plan.method", "plan.precision", "plan.num_processes", "model.params"))
 def fsdp2_fp32_master_weights(ctx: Context) -> Result:
-    """FSDP2 with mixed precision trains fp32 master weights: 16 bytes per parameter, sharded, and extra headroom.
+    """FSDP2 with mixed precision trains fp32 master weights: 16 bytes per parameter, sharded, and an extra margin.
 
     ## Why
     accelerate 1.15 upcasts every trainable parameter to fp32 before `fully_shard` whenever mixed precision is on
@@ -339,8 +341,8 @@ def fsdp2_fp32_master_weights(ctx: Context) -> Result:
     twice what a bf16 model trained without FSDP holds. On 2 x H200 a DPO Llama-3.1-8B FSDP2 plan estimated without
     this ran out of memory. With it, and with the reference's forward gathering the whole model (TRL's prepare_fsdp shards the root
     module only), the one FSDP2 run with a reference measured still peaked 9 % of the GPU above the current estimate
-    (133 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more headroom
-    (advisor.model.calibration.FSDP2_UNEXPLAINED_MARGIN_FRACTION, 0.090).
+    (133 GiB), in the forward and backward; until that is explained, FSDP2 plans keep that much more of the GPU free,
+    an extra safety margin (advisor.model.calibration.FSDP2_UNEXPLAINED_MARGIN_FRACTION, 0.090).
 
     ## Fix
     Nothing to change: the estimate counts it. For smaller states, train LoRA (adapters only), or compare the
@@ -364,7 +366,7 @@ def fsdp2_fp32_master_weights(ctx: Context) -> Result:
     states = ctx.model.params * 16 // n
     return fail(f"FSDP2 mixed precision upcasts the {ctx.model.params / 1e9:.2f}B trained parameters to fp32: "
                 f"weights, gradients and AdamW states take 16 B/param, {gib(states)} per GPU over {n} rank(s); "
-                "the estimate counts it and keeps extra headroom for FSDP2",
+                "the estimate counts it and keeps an extra safety margin for FSDP2",
                 "none needed; LoRA or the ZeRO-3 alternative hold less")
 
 

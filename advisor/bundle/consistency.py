@@ -9,7 +9,7 @@ import math
 import re
 import shlex
 from dataclasses import MISSING
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import jsonschema
@@ -287,6 +287,34 @@ def _shell_assignment(src: str, name: str) -> str | None:
         return None
     words = shlex.split(m.group(1), comments=True)
     return words[0] if words else ""
+
+
+def _reads_environment(src: str, name: str) -> bool:
+    """Whether Python code reads the environment variable NAME (`os.environ.get("NAME", ...)`, `os.getenv("NAME")`,
+    `os.environ["NAME"]`): the call, not the name in a docstring or a message."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "getenv"):
+            key = node.args[0] if node.args else None
+        elif isinstance(node, ast.Subscript):
+            key = node.slice
+        else:
+            continue
+        owner = node.func.value if isinstance(node, ast.Call) else node.value
+        environ = (isinstance(owner, ast.Attribute) and owner.attr == "environ") or \
+                  (isinstance(owner, ast.Name) and owner.id in ("environ", "os"))
+        if environ and isinstance(key, ast.Constant) and key.value == name:
+            return True
+    return False
+
+
+def _shell_default(value: str | None, name: str) -> str | None:
+    """What `${NAME:-X}` (or `${NAME-X}`) gives when the environment leaves NAME unset: X; any other value as it is."""
+    m = re.fullmatch(rf"\$\{{{name}:?-([^}}]*)\}}", value or "")
+    return m.group(1) if m else value
 
 
 def _gpu_list(text: str | None) -> list[int]:
@@ -614,16 +642,148 @@ def _check_ds(files: dict[str, str], plan: Plan) -> list[str]:
     return out
 
 
-def accelerate_flag(src: str, name: str) -> str | None:
-    """The last value launch.sh gives `accelerate launch --NAME`, in every spelling accelerate's parser takes:
+_SHELL_OPERATORS = ";&|()<>\n"
+"""Characters that end a shell word outside quotes and separate commands (bash(1), DEFINITIONS: metacharacter), the
+newline included so that each line's command stays apart."""
+
+
+def shell_commands(src: str) -> list[list[str]]:
+    """The simple commands of a shell script, each as the words bash passes it (quotes removed), comments and line
+    continuations dropped; the elements of an array assignment (`LAUNCH=(accelerate launch ...)`, `LAUNCH+=(...)`)
+    stand wherever the script expands the array (`"${LAUNCH[@]}"`), in the order the script runs them. Enough to
+    tell an argument from text that only mentions it: `echo "... --cpu ..."` is one word of echo's, a `case`
+    pattern or a comment is no argument of `accelerate launch`. Not a shell: no variable, no control flow (every
+    branch counts), no heredoc, a quote inside `"$( )"` closes the outer one (so `"$(dirname "$0")"` stays one
+    word); a script whose quotes do not close (bash -n refuses it) is read line by line."""
+    return [list(words) for words in _parsed_commands(src)]
+
+
+@lru_cache(maxsize=8)
+def _parsed_commands(src: str) -> tuple[tuple[str, ...], ...]:
+    """shell_commands' words, parsed once per script: the checks of one bundle ask for them a dozen times (3 ms
+    each for a generated launch.sh)."""
+    code = _without_comments(src).replace("\\\n", " ")
+    try:
+        commands = _shell_commands(code)
+    except ValueError:
+        commands = []
+        for line in code.splitlines():
+            try:
+                commands += _shell_commands(line)
+            except ValueError:
+                continue
+    return tuple(tuple(words) for words in commands)
+
+
+def _without_comments(src: str) -> str:
+    """The script with its comments removed: from a `#` that starts a word outside quotes to the end of its line
+    (bash(1), COMMENTS). Done before splitting words, because a comment's apostrophe ("the server's log") would
+    otherwise open a quote that swallows the commands after it."""
+    out, i, n, quote = [], 0, len(src), ""
+    while i < n:
+        c = src[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                out.append(src[i:i + 2])
+                i += 2
+                continue
+            quote = "" if c == quote else quote
+        elif c == "\\":
+            out.append(src[i:i + 2])
+            i += 2
+            continue
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or src[i - 1] in " \t\n" or src[i - 1] in _SHELL_OPERATORS):
+            end = src.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _shell_commands(src: str) -> list[list[str]]:
+    lexer = shlex.shlex(src, posix=True, punctuation_chars=_SHELL_OPERATORS)
+    lexer.whitespace, lexer.whitespace_split, lexer.commenters = " \t\r", True, ""
+    commands: list[list[str]] = []
+    arrays: dict[str, list[str]] = {}
+    words: list[str] = []
+    filling: tuple[str, list[str]] | None = None  # inside `NAME=( ... )`: the array and its new elements
+    for token in lexer:
+        if set(token) <= set(_SHELL_OPERATORS):
+            if filling is not None and ")" in token:
+                arrays[filling[0]] = filling[1]
+                filling = None
+            elif filling is None and "(" in token and words and re.fullmatch(r"[A-Za-z_]\w*\+?=", words[-1]):
+                name = words[-1].rstrip("+=")
+                filling = (name, list(arrays.get(name, [])) if words[-1].endswith("+=") else [])
+                words = words[:-1]
+            if words:
+                commands.append(words)
+            words = []
+            continue
+        expanded = re.fullmatch(r"\$\{([A-Za-z_]\w*)\[[@*]\]\}", token)
+        if filling is not None:
+            filling[1].append(token)
+        elif expanded:
+            words += arrays.get(expanded.group(1), [])
+        else:
+            words.append(token)
+    if words:
+        commands.append(words)
+    return commands
+
+
+def accelerate_launch_arguments(src: str) -> list[list[str]]:
+    """The arguments of each `accelerate launch` the script runs (`accelerate launch ...`, `accelerate-launch ...`,
+    `python -m accelerate.commands.launch ...`, directly or through an array it expands), everything after `launch`:
+    accelerate's options, the training script and the script's own options."""
+    out = []
+    for words in shell_commands(src):
+        for i, word in enumerate(words):
+            if word == "accelerate" and words[i + 1:i + 2] == ["launch"]:
+                out.append(words[i + 2:])
+                break
+            if word == "accelerate-launch" or (word == "-m" and words[i + 1:i + 2] == ["accelerate.commands.launch"]):
+                out.append(words[i + (1 if word == "accelerate-launch" else 2):])
+                break
+    return out
+
+
+def vllm_serve_arguments(src: str) -> list[list[str]]:
+    """The arguments of each `vllm serve` the script runs (the model, then the server's options)."""
+    return [words[i + 2:] for words in shell_commands(src) for i in range(len(words) - 1)
+            if words[i:i + 2] == ["vllm", "serve"]]
+
+
+def command_flag(arguments: list[list[str]], name: str) -> str | None:
+    """The last value any of these argument lists gives `--NAME`, in every spelling accelerate's parser takes:
     `--config_file X`, `--config_file=X`, `--config-file X` (accelerate/commands/utils.py _StoreAction adds the dashed
-    form of each underscored option; the parser allows no abbreviation), the value bare or quoted. None when absent."""
-    spelled = re.escape(name).replace("_", "[_-]")
-    found = re.findall(rf"""(?<![\w-])--{spelled}(?:=|[ \t]+)("[^"\n]*"|'[^'\n]*'|[^\s)'"]+)""", src)
-    if not found:
-        return None
-    value = found[-1]
-    return value[1:-1] if value[:1] in "'\"" and value[-1:] == value[:1] else value
+    form of each underscored option; the parser allows no abbreviation). None when absent."""
+    spelled = re.compile("--" + re.escape(name).replace("_", "[_-]"))
+    value = None
+    for words in arguments:
+        for i, word in enumerate(words):
+            flag, eq, given = word.partition("=")
+            if spelled.fullmatch(flag):
+                if eq:
+                    value = given
+                elif i + 1 < len(words):
+                    value = words[i + 1]
+    return value
+
+
+def has_flag(arguments: list[list[str]], name: str) -> bool:
+    """Whether any of these argument lists has the switch `--NAME` (underscores or dashes, as command_flag)."""
+    spelled = re.compile("--" + re.escape(name).replace("_", "[_-]") + "(=.*)?")
+    return any(spelled.fullmatch(word) for words in arguments for word in words)
+
+
+def accelerate_flag(src: str, name: str) -> str | None:
+    """The last value launch.sh gives `accelerate launch --NAME` (command_flag over accelerate_launch_arguments): an
+    option of the command the script runs, not the same text in a comment or a message."""
+    return command_flag(accelerate_launch_arguments(src), name)
 
 
 _ACCELERATE_CHOICES = {"mixed_precision": ("no", "fp16", "bf16", "fp8"),
@@ -650,11 +810,14 @@ def _launcher_values(src: str, plan: Plan) -> list[str]:
         elif flag == "mixed_precision" and value != _MIXED.get(plan.precision):
             out.append(f"launch.sh: --mixed_precision {value} for precision {plan.precision} "
                        f"(planned {_MIXED.get(plan.precision)})")
-    code = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("#"))
-    if re.search(r"(?<![\w-])--cpu(?![\w-])", code):  # vllm serve has no --cpu (its flag is --device)
-        out.append("launch.sh: accelerate launch --cpu trains on the CPU; the plan trains on the GPUs")
-    lengths = re.findall(r"--max-model-len(?:=|[ \t]+)['\"]?([0-9]+)", code)
-    length = lengths[-1] if lengths else None
+    # `--cpu` as a word of the training command: accelerate launch's flag (launch.py: use_cpu), or after the script
+    # train.py's own, which trains on the CPU as well. The same text in a message, a comment, a `case` pattern or
+    # another command's option (srun --cpus-per-task, vllm serve --cpu-offload-gb) is not one.
+    if has_flag(accelerate_launch_arguments(src), "cpu"):
+        out.append("launch.sh: --cpu trains on the CPU (accelerate launch's flag, and train.py's after the script); "
+                   "the plan trains on the GPUs")
+    length = command_flag(vllm_serve_arguments(src), "max_model_len")  # vLLM takes --max-model-len and --max_model_len
+    length = length if length and length.isdigit() else None
     if length and plan.vllm_mode == "server" and int(length) < plan.seq_len:
         out.append(f"launch.sh: vllm serve --max-model-len {length} is shorter than the {plan.seq_len}-token "
                    "sequences the plan generates (prompt + completion); vLLM rejects longer requests")
@@ -672,7 +835,8 @@ def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
         out.append('launch.sh: does not pass "$@" on to train.py')
     if not re.fullmatch(r"(\./)?accelerate\.yaml", accelerate_flag(src, "config_file") or ""):
         out.append("launch.sh: does not launch with --config_file accelerate.yaml")
-    if not plan.trust_remote_code and "--trust-remote-code" in src:
+    # an option of a command the script runs (vllm serve's), not the words in a comment or a message
+    if not plan.trust_remote_code and has_flag(shell_commands(src), "trust_remote_code"):
         out.append("launch.sh: --trust-remote-code although the plan does not ask for it")
     if plan.nodes > 1:
         for flag, want in (("num_machines", plan.nodes), ("num_processes", plan.num_processes)):
@@ -682,7 +846,7 @@ def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
             if accelerate_flag(src, flag) is None:
                 out.append(f"launch.sh: multi-node launch lacks --{flag}")
     out += _launcher_values(src, plan)
-    server = "vllm serve" in src
+    server = bool(vllm_serve_arguments(src))
     if server != (plan.vllm_mode == "server"):
         out.append(f"launch.sh: vllm serve {'started' if server else 'missing'} for vllm_mode {plan.vllm_mode}")
     if plan.vllm_mode == "server":
@@ -697,9 +861,17 @@ def _check_launch(files: dict[str, str], plan: Plan, cfg: dict) -> list[str]:
                        f"{plan.num_processes // plan.nodes} per node")
         if any(g >= plan.gpus_per_node for g in vllm + train):
             out.append(f"launch.sh: a GPU index is beyond the node's {plan.gpus_per_node} GPUs")
-        port = _shell_assignment(src, "VLLM_PORT")
+        # `VLLM_SERVER_PORT="${VLLM_SERVER_PORT:-8000}"`: the port unless the environment names another, which
+        # train.py must then read too; bundles before it wrote a fixed `VLLM_PORT=8000`
+        written = _shell_assignment(src, "VLLM_SERVER_PORT")
+        name = "VLLM_SERVER_PORT" if written is not None else "VLLM_PORT"
+        port = _shell_default(written if written is not None else _shell_assignment(src, "VLLM_PORT"), name)
         if str(cfg.get("vllm_server_port")) != str(port):
-            out.append(f"launch.sh: VLLM_PORT {port} but train.py connects to {cfg.get('vllm_server_port')}")
+            out.append(f"launch.sh: {name} {port} but train.py connects to {cfg.get('vllm_server_port')}")
+        if written is not None and written != port and not _reads_environment(files.get("train.py", ""),
+                                                                                 "VLLM_SERVER_PORT"):
+            out.append("launch.sh: the server's port may come from VLLM_SERVER_PORT, which train.py does not read: "
+                       f"set, it would leave train.py connecting to {cfg.get('vllm_server_port')}")
         host = _shell_assignment(src, "VLLM_HOST")
         if cfg.get("vllm_server_host") != host:
             out.append(f"launch.sh: VLLM_HOST {host} but train.py connects to {cfg.get('vllm_server_host')}")

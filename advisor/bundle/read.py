@@ -14,6 +14,7 @@ import os
 import re
 from typing import Any
 
+from advisor.bundle.consistency import accelerate_launch_arguments, command_flag
 from advisor.bundle.readback import (  # noqa: F401  (read API: the plan's limits, shared with verify)
     PLAN_DEFAULTS_NOTE,
     _int,
@@ -330,24 +331,24 @@ commands/launch.py: command-line arguments win over the config file's defaults).
 
 def _apply_launch_flags(files: BundleFiles) -> None:
     """launch.sh's `accelerate launch --num_processes 4 ...` (or `--num-processes=4`, in the LAUNCH=(...) array the
-    bundles write): what accelerate runs with, over accelerate.yaml's value, noted as read from launch.sh."""
+    bundles write and the `LAUNCH+=(...)` lines after it): what accelerate runs with, over accelerate.yaml's value,
+    noted as read from launch.sh. Read as the arguments of the accelerate launch the script runs
+    (consistency.accelerate_launch_arguments), so that the same text in a comment or a message is not taken."""
     if not files.launch_sh:
         return
     found: dict[str, Any] = {}
-    for line in files.launch_sh.splitlines():
-        code = line.split("#", 1)[0]
-        if "accelerate" not in code or "launch" not in code:
+    arguments = accelerate_launch_arguments(files.launch_sh)
+    for key, kind in LAUNCH_FLAG_KEYS.items():
+        value = command_flag(arguments, key)
+        if value is None:
             continue
-        for flag, value in re.findall(r"--(num[_-]processes|num[_-]machines|mixed[_-]precision)(?:=|\s+)([^\s\\)\"']+)",
-                                      code):
-            key = flag.replace("-", "_")
-            if LAUNCH_FLAG_KEYS[key] is int:
-                if not value.isdigit():
-                    files.assumptions.append(f"launch.sh: --{flag} {value[:40]} is not a number this reads")
-                    continue
-                found[key] = int(value)
-            else:
-                found[key] = value
+        if kind is int:
+            if not (value.isascii() and value.isdigit()):
+                files.assumptions.append(f"launch.sh: --{key} {value[:40]} is not a number this reads")
+                continue
+            found[key] = int(value)
+        else:
+            found[key] = value
     if found:
         files.accelerate = {**(files.accelerate or {}), **found}
         where = files.accelerate_name or "the accelerate YAML"

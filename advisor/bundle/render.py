@@ -24,6 +24,7 @@ from importlib import resources
 import jinja2
 
 from advisor import __version__
+from advisor.bundle import peak
 from advisor.core.errors import AdvisorError
 from advisor.core.plan import Plan
 from advisor.core.request import GENERATING_TRAINERS, Request, text_problem
@@ -1055,7 +1056,7 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
                          "RLOOConfig default 0.05" if beta else "full fine-tuning without a reference copy")))
     if plan.vllm_mode == "server":
         extra.append(("vllm_server_host", VLLM_HOST, "launch.sh starts the server on node 0, where the main process runs"))
-        extra.append(("vllm_server_port", VLLM_PORT, "launch.sh passes the same port to `vllm serve`"))
+        extra.append(("vllm_server_port", VLLM_PORT, "launch.sh serves on it; VLLM_SERVER_PORT changes both"))
     if plan.vllm_mode == "colocate":
         extra.append(("vllm_max_model_length", plan.seq_len, "prompt + completion: the plan's seq_len"))
     bema = plan.ref_model == "bema"
@@ -1112,6 +1113,11 @@ def render_bundle(plan: Plan, model: ModelSpec, target: Target, result: dict,
         "nvme_need_kib": -(-_nvme_bytes(result) // 1024),
         "cpus_per_task": (target.cpu_cores if target.cpu_cores else CPUS_PER_GPU * plan.gpus_per_node),
         "result": result,
+        # the breakdown at the moment of the peak, a part at 0 said why (advisor.bundle.peak)
+        "peak_moment": peak.peak_moment(result["memory"]),
+        "breakdown_rows": peak.breakdown_rows(result["memory"], plan.offload),
+        "absent_parts": any(why is not None for _, _, why in peak.breakdown_rows(result["memory"], plan.offload)),
+        "safety_margin": peak.safety_margin_bytes(result["memory"]),
         "out_dir": out_dir,
         "alternatives": [_alternative_line(a) for a in result.get("alternatives", [])],
         "requirements": requirements(plan),

@@ -173,8 +173,11 @@ class VerifyOutcome:
         total = len(self.steps)
         width = max(len(t) for t in STEP_TITLES.values()) + 4
         lines = []
+        # the counter padded to the total's width ("[ 9/10]" over "[10/10]"): the titles, symbols and the hints
+        # indented below them start in one column whatever the step's number
+        digits = len(str(total))
         for i, s in enumerate(self.steps, 1):
-            prefix = f"[{i}/{total}] "
+            prefix = f"[{i:>{digits}}/{total}] "
             title = STEP_TITLES.get(s.name, s.name)
             lines.append(f"{prefix}{(title + ' ').ljust(width, '.')} {SYMBOL[s.status]} {s.detail}")
             pad = " " * (len(prefix) + width + 3)

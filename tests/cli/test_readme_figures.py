@@ -58,7 +58,7 @@ def test_the_accuracy_figures_are_the_report_s():
     quiet = [r for r in A.later_host_scaled() if r["spread_pct"] is not None and r["spread_pct"] <= A.QUIET_SPREAD_PCT]
     assert (f"on hosts that held still every one was within {100 * max(abs(r['err_own_host']) for r in quiet):.1f} % "
             "of the estimate for its host's measured speed") in text
-    assert f"keep {round(100 * FSDP2_UNEXPLAINED_MARGIN_FRACTION)} % of the GPU as extra headroom" in text
+    assert f"keep {round(100 * FSDP2_UNEXPLAINED_MARGIN_FRACTION)} % of the GPU as an extra safety margin" in text
     # the host-bound spread it quotes is the one the note quotes (tests/model/test_accuracy.py ties it to the report)
     from advisor.model.calibration import HOST_MACHINE_SPREAD
 
@@ -96,6 +96,29 @@ def test_the_command_timings_are_the_recorded_ones(capsys):
     assert f"the GRPO example above takes {grpo['wall_seconds']:.1f} s" in text
     over = [v["over_bare_seconds"] for v in cmds.values() if "over_bare_seconds" in v]
     assert f"answers {round(min(over) * 100) * 10}-{round(max(over) * 100) * 10} ms after a bare" in text
+
+
+def test_the_planner_timings_are_the_recorded_ones():
+    """The plan search's timings quote the bench.planner_speed record the README names: its medians, its number of
+    searches and its machine's cores; and the record holds the cases the bench runs now."""
+    import json
+
+    from bench.planner_speed import CASES
+
+    text = _text()
+    name = re.search(r"bench/results/(planner-speed-[0-9-]+\.json)", text).group(1)
+    record = json.loads((README.parent / "bench" / "results" / name).read_text(encoding="utf-8"))
+    cases = record["cases"]
+    assert set(cases) == set(CASES)
+    assert all(len(c["runs_ms"]) == record["repeats"] for c in cases.values())
+
+    def ms(case: str) -> int:
+        return round(cases[case]["median_ms"])
+
+    assert (f"`python -m bench.planner_speed` on a {record['machine']['cpus']}-core machine (median of "
+            f"{record['repeats']} searches each, bench/results/{name}): 405B on 16 x 8 H100 "
+            f"{ms('405B, 16 nodes x 8 x H100')} ms, 70B on 8 x H100 {ms('70B, 8 x H100')} ms, a GRPO 7B search with "
+            f"the vLLM split {ms('7B GRPO, 8 x H100 (vLLM split searched)')} ms;") in text
 
 
 def test_the_plan_quality_claim_is_the_report_s():

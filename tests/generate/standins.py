@@ -9,7 +9,7 @@ process under a record folder, and behaves as the test asks through environment 
   `never` (never ready), `exit:S:CODE` (exits with CODE after S seconds, never ready), `die:S` (ready at once, exits
   with 1 after S seconds), `stubborn` (ready at once, ignores SIGTERM).
 - `accelerate`: the training. It asks the server's /health once when it starts (STANDIN_PORT) and records the
-  answer, starts a worker child like torchrun's, then STANDIN_TRAIN: `ok` (ends its worker and exits 0 after 0.3 s),
+  answer and the VLLM_SERVER_PORT it was given (train.py's port), starts a worker child like torchrun's, then STANDIN_TRAIN: `ok` (ends its worker and exits 0 after 0.3 s),
   `fail:CODE` (the same, exit status CODE), `long` (runs until stopped), `stubborn` (runs, ignoring SIGTERM).
 - `scontrol`: `show hostnames` prints STANDIN_NODES (comma-separated); `show job ID` prints a job record in
   scontrol's layout whose Command= line is STANDIN_JOB_COMMAND (absent: scontrol fails, as for an unknown job).
@@ -100,7 +100,7 @@ if mode[0] == "stubborn":
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 pid_worker = worker()
-record("accelerate", worker=pid_worker, health=health)
+record("accelerate", worker=pid_worker, health=health, server_port=os.environ.get("VLLM_SERVER_PORT"))
 if mode[0] in ("ok", "fail"):  # as torchrun's agent does, it ends its worker when the run ends
     time.sleep(0.3)
     os.kill(pid_worker, 15)

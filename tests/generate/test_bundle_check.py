@@ -145,8 +145,20 @@ def test_vllm_gpus_overlap(server):
 
 
 def test_vllm_port_mismatch(server):
-    problems = _problems(server, "launch.sh", "VLLM_PORT=8000", "VLLM_PORT=8001")
-    assert _has(problems, "VLLM_PORT")
+    problems = _problems(server, "launch.sh", 'VLLM_SERVER_PORT="${VLLM_SERVER_PORT:-8000}"',
+                         'VLLM_SERVER_PORT="${VLLM_SERVER_PORT:-8001}"')
+    assert _has(problems, "VLLM_SERVER_PORT 8001 but train.py connects to 8000")
+
+
+def test_a_port_the_environment_may_change_must_be_read_by_train_py_too(server):
+    """launch.sh serves on VLLM_SERVER_PORT when it is set; a train.py that takes CONFIG's port alone would then
+    connect to the planned port, where nothing listens."""
+    problems = _problems(server, "train.py", 'os.environ.get("VLLM_SERVER_PORT", "")', 'os.environ.get("X", "")')
+    assert _has(problems, "VLLM_SERVER_PORT, which train.py does not read")
+    # a bundle written before the variable existed: a fixed port in both files is consistent
+    old = dict(server, **{"launch.sh": server["launch.sh"].replace('VLLM_SERVER_PORT="${VLLM_SERVER_PORT:-8000}"',
+                                                                   "VLLM_PORT=8000")})
+    assert not [p for p in check_bundle_files(old) if "PORT" in p]
 
 
 def test_unquoted_variable_in_launch(server):

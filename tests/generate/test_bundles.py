@@ -364,7 +364,7 @@ def test_vllm_server_launch():
         assert piece in src, piece
     assert "--trust-remote-code" not in src
     cfg = train_constants(files["train.py"])["CONFIG"]
-    assert str(cfg["vllm_server_port"]) == _assignment(src, "VLLM_PORT")
+    assert _assignment(src, "VLLM_SERVER_PORT") == f'${{VLLM_SERVER_PORT:-{cfg["vllm_server_port"]}}}'
     assert 'vllm_mode="server"' in files["train.py"] and "use_vllm=True" in files["train.py"]
     assert cfg["beta"] == 0.001  # ref_model copy: a KL term, so a reference model (DeepSeek-R1's value)
 

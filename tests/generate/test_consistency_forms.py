@@ -160,6 +160,41 @@ def test_launcher_values_accelerate_refuses_or_the_plan_does_not_model(server_fi
     assert any(says in p for p in check_bundle_files(files)), check_bundle_files(files)
 
 
+@pytest.mark.parametrize("line", [
+    'echo "launch.sh: a CPU smoke test passes --cpu to train.py" >&2',
+    'case " $* " in *" --cpu "*) echo "no vLLM server for a --cpu run" >&2 ;; esac',
+    "LAUNCH+=(--mixed_precision bf16)  # not --cpu: the plan's precision",
+    "srun --cpus-per-task=8 --cpu-bind=cores true",
+    "LAUNCH+=(--num_cpu_threads_per_process 8)",
+    "# LAUNCH+=(--cpu --mixed_precision fp16 --trust-remote-code)  the server's old line",
+    'echo "vllm serve --trust-remote-code --max-model-len 64 is not what runs" >&2',
+])
+def test_text_that_mentions_a_flag_is_not_an_argument(server_files, line):
+    """A flag counts where the command takes it (accelerate launch's words, the array it expands, vllm serve's):
+    the same text in a message, a comment (one with an apostrophe too), a `case` pattern or another command's
+    option is not one."""
+    files = dict(server_files)
+    old = "LAUNCH=(accelerate launch --config_file accelerate.yaml)"
+    files["launch.sh"] = files["launch.sh"].replace(old, f"{old}\n{line}")
+    assert line in files["launch.sh"]
+    assert check_bundle_files(files) == []
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("LAUNCH=(accelerate launch --config_file accelerate.yaml)",
+     "LAUNCH=(accelerate launch --config_file accelerate.yaml)\nLAUNCH+=(\"--cpu\")"),
+    ("LAUNCH=(accelerate launch --config_file accelerate.yaml)",
+     "LAUNCH=(accelerate launch --config_file accelerate.yaml \\\n  --cpu)  # for the CI's runner"),
+    ('run_training "${LAUNCH[@]}" train.py "$@"', 'run_training "${LAUNCH[@]}" train.py --cpu "$@"'),
+    ('run_training "${LAUNCH[@]}" train.py "$@"', 'run_training accelerate launch --config_file accelerate.yaml --cpu train.py "$@"'),
+])
+def test_cpu_as_an_argument_of_the_training_command(server_files, old, new):
+    files = dict(server_files)
+    assert old in files["launch.sh"]
+    files["launch.sh"] = files["launch.sh"].replace(old, new)
+    assert any("--cpu trains on the CPU" in p for p in check_bundle_files(files)), check_bundle_files(files)
+
+
 def test_a_vllm_context_shorter_than_the_sequence(server_files):
     import re
 

@@ -30,6 +30,24 @@ def test_a_launch_flag_overrides_the_yaml(tmp_path, flag):
     assert text.rstrip().splitlines()[-1].startswith(f"in all: {report.counts()['error']} error(s)")
 
 
+@pytest.mark.parametrize(("added", "read"), [
+    ("LAUNCH+=(--num_processes 4)", 4),  # an array line after the first, as multi-node bundles write them
+    ("# LAUNCH+=(--num_processes 4)  the old count", None),
+    ('echo "accelerate launch --num_processes 4 would halve the ranks" >&2', None),
+])
+def test_launch_flags_are_the_arguments_the_script_gives(tmp_path, added, read):
+    """What accelerate is given, wherever the script adds it to the command; the same words in a comment or a
+    message are not given to it."""
+    out = tmp_path / "b"
+    generate(Request(model="8B", gpu="H100-80GB", gpus=8), out=str(out))
+    text = (out / "launch.sh").read_text()
+    assert LINE in text
+    (out / "launch.sh").write_text(text.replace(LINE, f"{LINE}\n{added}"))
+    report = check_bundle(str(out))
+    assert report.plan.num_processes == (read or 8)
+    assert ("launch.sh's --num_processes" in render_bundle_check(report)) is (read is not None)
+
+
 @pytest.mark.parametrize("backend, file, old, new, key", [
     ("deepspeed", "ds_config.json", '"reduce_bucket_size": "auto"', '"reduce_bucket_size": 5000000000',
      "zero_optimization.reduce_bucket_size"),

@@ -12,7 +12,6 @@ CPUs and each node its own rank.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -47,11 +46,7 @@ class Shell:
     def __init__(self, bundle: Path, root: Path):
         self.dir = root / "a bundle"
         shutil.copytree(bundle, self.dir)
-        self.port = free_port()
-        launch = self.dir / "launch.sh"
-        text = launch.read_text(encoding="utf-8")
-        text = re.sub(r"^VLLM_PORT=8000$", f"VLLM_PORT={self.port}", text, flags=re.MULTILINE)
-        launch.write_text(text, encoding="utf-8")
+        self.port = free_port()  # VLLM_SERVER_PORT below: each server its own port, as a user picks one
         self.records = root / "records"
         self.records.mkdir()
         self.bin = make_bin(root / "bin")
@@ -59,7 +54,7 @@ class Shell:
         self.elsewhere.mkdir()
         self.env = {"PATH": f"{self.bin}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(root), "LC_ALL": "C.UTF-8",
                     "STANDIN_RECORDS": str(self.records), "STANDIN_PORT": str(self.port), "STANDIN_TRAIN": "ok",
-                    "STANDIN_VLLM": "ready:0", "STOP_TIMEOUT": "5"}
+                    "STANDIN_VLLM": "ready:0", "STOP_TIMEOUT": "5", "VLLM_SERVER_PORT": str(self.port)}
 
     def run(self, *args: str, script: str = "launch.sh", timeout: float = 60, **env: str) -> tuple[int, str]:
         try:
@@ -167,6 +162,27 @@ def test_a_port_in_use_stops_before_the_server_starts(bundles, shell):
         taken.listen()
         rc, err = s.run()
     assert rc == 1 and f"127.0.0.1:{s.port} is already in use" in err, err
+    assert s.started("vllm") == [] and s.started("accelerate") == []
+
+
+def test_the_servers_port_from_the_environment_is_the_one_the_training_is_given(bundles, shell):
+    """VLLM_SERVER_PORT (set by the Shell: a free port) is where `vllm serve` listens, and reaches the training's
+    environment, where train.py reads it for vllm_server_port."""
+    s = shell(bundles["server"])
+    rc, err = s.run()
+    assert rc == 0, err
+    (served,) = s.started("vllm")
+    assert served["argv"][served["argv"].index("--port") + 1] == str(s.port)
+    (train,) = s.started("accelerate")
+    assert train["server_port"] == str(s.port) and train["health"] == 200
+
+
+@pytest.mark.parametrize("name", ["server", "server_two_nodes"])
+@pytest.mark.parametrize("value", ["0", "08", "65536", "http", "80 80", "-1"])
+def test_a_bad_vllm_server_port_stops_before_anything_starts(bundles, shell, name, value):
+    s = shell(bundles[name])
+    rc, err = s.run(VLLM_SERVER_PORT=value, MACHINE_RANK="0", MAIN_PROCESS_IP="127.0.0.1")
+    assert rc == 2 and f"VLLM_SERVER_PORT={value} is not a TCP port (a whole number 1 .. 65535)" in err, err
     assert s.started("vllm") == [] and s.started("accelerate") == []
 
 

@@ -123,13 +123,9 @@ def test_no_bundle_found_is_a_clear_error(fsdp_bundle, tmp_path, command):
 
 def test_two_node_grpo_server_starts_the_server_on_node_0_only(tmp_path):
     bundle = generate_quietly(GRPO_SERVER_TWO_NODES, tmp_path / "gen" / "grpo")
-    port = free_port()
-    launch = bundle / "launch.sh"
-    text, n = re.subn(r"^VLLM_PORT=8000$", f"VLLM_PORT={port}", launch.read_text(encoding="utf-8"), flags=re.M)
-    assert n == 1
-    launch.write_text(text, encoding="utf-8")
+    port = free_port()  # the environment's VLLM_SERVER_PORT reaches launch.sh through sbatch and srun
     rc, err, recs = _submit(bundle, tmp_path, bundle.parent, STANDIN_VLLM="ready:0", STANDIN_PORT=str(port),
-                            STOP_TIMEOUT="5")
+                            VLLM_SERVER_PORT=str(port), STOP_TIMEOUT="5")
     assert rc == 0, err
     assert [rank for _, rank, _ in _trained_in(recs)] == ["0", "1"]
     served = records(recs, "vllm")

@@ -116,3 +116,38 @@ def test_precompute_reference_under_fsdp2_loads_on_its_own_gpu(trainer, backend,
     assert module.own_gpu(args) == {"": 3}
     assert module.model_kwargs(args)["device_map"] is None  # the policy: FSDP2 places it
     assert module.own_gpu(module.parse_args(["--cpu"])) is None
+
+
+@pytest.mark.parametrize("trainer", ["grpo", "rloo"])
+def test_the_vllm_server_port_is_the_one_launch_sh_serves_on(trainer, tmp_path, monkeypatch, capsys):
+    """launch.sh serves on VLLM_SERVER_PORT when the environment sets it, else on the planned port; the TRL config
+    train.py builds connects to the same one, and a value launch.sh would refuse is refused here too (usage error,
+    exit 2, naming the variable), not handed to TRL's client to fail at its first request."""
+    import re
+
+    p = plan(trainer=trainer, vllm_mode="server", vllm_gpus=1, num_processes=3, gpus_per_node=4, backend="ddp")
+    bundle = _bundle(p, tmp_path)
+    launch = (bundle / "launch.sh").read_text(encoding="utf-8")
+    module = _train_module(bundle, f"train_vllm_port_{trainer}")
+    planned = module.CONFIG["vllm_server_port"]
+    assert re.search(rf'^VLLM_SERVER_PORT="\$\{{VLLM_SERVER_PORT:-{planned}\}}"$', launch, re.M)
+    assert re.search(r"^export VLLM_SERVER_PORT$", launch, re.M)
+
+    def port(value: str | None) -> int:
+        if value is None:
+            monkeypatch.delenv("VLLM_SERVER_PORT", raising=False)
+        else:
+            monkeypatch.setenv("VLLM_SERVER_PORT", value)
+        # --cpu: this host has no GPU for TrainingArguments' bf16 check; only the config is built (main() refuses
+        # --cpu for a vLLM plan, and is not run)
+        args = module.parse_args(["--cpu", "--output-dir", str(tmp_path / "out")])
+        assert module.training_config(args).vllm_server_port == args.vllm_server_port
+        return args.vllm_server_port
+
+    assert port(None) == port("") == planned
+    assert port("8123") == 8123 and port("1") == 1 and port("65535") == 65535
+    for bad in ("0", "08", "65536", "80a", "8 0", "-1", "８０"):
+        with pytest.raises(SystemExit) as exc:
+            port(bad)
+        assert exc.value.code == 2
+        assert f"VLLM_SERVER_PORT={bad!r} is not a TCP port (a whole number 1 .. 65535)" in capsys.readouterr().err

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -50,18 +49,14 @@ class Run:
     def __init__(self, bundle: Path, root: Path):
         self.dir = root / "bundle"
         shutil.copytree(bundle, self.dir)
+        # Tests run side by side: each server gets a free port, through VLLM_SERVER_PORT as a user would give it
         self.port = free_port()
-        script = (self.dir / "launch.sh").read_text(encoding="utf-8")
-        # Tests run side by side: each server gets a free port (train.py's port stays; the stand-in does not use it).
-        script, n = re.subn(r"^VLLM_PORT=8000$", f"VLLM_PORT={self.port}", script, flags=re.MULTILINE)
-        assert n == 1
-        (self.dir / "launch.sh").write_text(script, encoding="utf-8")
         self.records = root / "records"
         self.records.mkdir()
         self.bin = make_bin(root / "bin")
         self.env = {"PATH": f"{self.bin}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(root),
                     "LC_ALL": "C.UTF-8", "STANDIN_RECORDS": str(self.records), "STANDIN_PORT": str(self.port),
-                    "STOP_TIMEOUT": "5"}
+                    "STOP_TIMEOUT": "5", "VLLM_SERVER_PORT": str(self.port)}
         self.proc: subprocess.Popen | None = None
 
     def start(self, *args: str, **env: str) -> subprocess.Popen:

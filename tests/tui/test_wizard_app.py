@@ -422,3 +422,54 @@ def test_the_first_screen_takes_keys_at_once_and_the_rest_of_its_form_follows():
     assert focused == "f-model" and "model" in early_rows
     assert rows == {s.name for s in FIELDS}
     assert typed == "8B" and outcome.ok and outcome.request.model == "8B"
+
+
+def test_without_a_plan_the_rules_and_plan_tabs_say_so_instead_of_empty_table_headers():
+    """Before the first plan (the probe of this machine is held here) the Rules tab says there is no plan yet in
+    one line where its tables would be; when no plan can be made, the tables without rows (the compatibility
+    matrix, the Plan tab's knobs and alternatives) give way to one line each. No header of an empty table shows."""
+    import threading
+
+    from tui import NO_FINDINGS_YET, NO_MATRIX_YET, make_app
+
+    gate = threading.Event()
+    report = fixture_probe("h100_sxm_x8_nvlink.json")
+
+    def slow_probe():
+        gate.wait(10)
+        return report()
+
+    async def before_the_first_plan():
+        app = make_app(Request(model="8B"), probe=slow_probe)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: strip(app) != "starting…")
+            await app.action_show_tab("rules")
+            await pilot.pause(0.1)
+            shown = (screen_text(app), app.outcome)
+            gate.set()
+            await settle(app, pilot)
+            return shown
+
+    text, outcome = asyncio.run(before_the_first_plan())
+    assert outcome is None
+    assert NO_FINDINGS_YET in text and NO_MATRIX_YET in text
+    assert "severity" not in text and "verdict" not in text  # no header of an empty table
+
+    async def no_plan(app, pilot):
+        await app.action_show_tab("rules")
+        await settle(app, pilot)
+        rules = screen_text(app)
+        await app.action_show_tab("plan")
+        await settle(app, pilot)
+        shown = {name: bool(app.query_one(f"#{name}").columns) for name in ("findings", "matrix", "knobs", "alts")}
+        return app.outcome, rules, screen_text(app), shown
+
+    outcome, rules, plan, shown = run(Request(model="8B", gpu="RTX-4090", gpus=1, method="full", backend="single"),
+                                      no_plan)
+    assert type(outcome).__name__ == "PlanProblem"
+    assert shown == {"findings": True, "matrix": False, "knobs": False, "alts": False}
+    assert "MEM001" in rules and "severity" in rules  # the findings of check, a table with rows
+    assert "No plan: no features to match (the problem above says why)." in rules and "verdict" not in rules
+    assert "No plan: no knob has a value" in plan and "No plan: no alternative either." in plan
+    assert "peak GiB" not in plan and "why not" not in plan  # the alternatives' header
+    assert not [ln for ln in plan.splitlines() if ln.split()[:3] == ["knob", "value", "why"]]  # the knobs' header

@@ -495,9 +495,12 @@ def test_render_lists_every_step_with_a_symbol_and_ends_with_a_summary(tmp_path)
     outcome = _verify(bundle, _peak_run(bundle, 1.3))
     lines = outcome.render().splitlines()
     step_lines = [ln for ln in lines if ln.startswith("[")]
-    assert [ln.split("]")[0] for ln in step_lines] == [f"[{i}/10" for i in range(1, 11)]
+    assert [ln.split("]")[0] for ln in step_lines] == [f"[{i:>2}/10" for i in range(1, 11)]
+    # the counter is padded to the total's width, so every title and symbol starts in the same column
+    assert len({ln.index("]") for ln in step_lines}) == 1
+    assert len({min(ln.index(f" {sym} ") for sym in SYMBOL.values() if f" {sym} " in ln) for ln in step_lines}) == 1
     assert all(any(f" {sym} " in ln for sym in SYMBOL.values()) for ln in step_lines)
-    assert " ✗ measured " in next(ln for ln in step_lines if ln.startswith("[8/10]"))
+    assert " ✗ measured " in next(ln for ln in step_lines if ln.startswith("[ 8/10]"))
     assert any(ln.strip().startswith("hint: ") for ln in lines)
     assert lines[-1] == "1 of 10 checks failed. See the hints above."
 

@@ -55,6 +55,10 @@ def test_cli_dry_run_exits_0_even_where_nothing_could_run(tmp_path, capsys, monk
     out = capsys.readouterr().out
     assert "would run `PYTHONUNBUFFERED=1 STOP_TIMEOUT=25 bash launch.sh" in out and "no GPU on this machine" in out
     assert calls == []
+    # "[ 9/10]" and "[10/10]": the counters are as wide as the total, so the step titles line up
+    counters = [ln[:ln.index("]") + 1] for ln in out.splitlines() if ln.startswith("[")]
+    assert len(counters) >= 10 and counters[-1] == f"[{len(counters)}/{len(counters)}]"
+    assert len({len(c) for c in counters}) == 1, counters
 
 
 # ------------------------------------------------------------------------------------------------------ reports
