@@ -74,6 +74,34 @@ def _candidates(ctx: Context) -> list[tuple[str, dict]]:
     return out
 
 
+def estimate_without_offload(ctx: Context):
+    """The memory estimate of the plan's twin without offload (the same plan with offload "none": backend and ZeRO
+    stage, method, micro-batch and accumulation, checkpointing, Liger, parallelism, GPUs), or None when the
+    estimator cannot model it. What rule PEFT003 asks of an adapter plan that offloads its optimizer, and the planner
+    of every offloading plan it would choose over one on the GPUs (advisor.search.planner._without_offload)."""
+    try:
+        from advisor.model.memory import estimate_memory
+    except ImportError:
+        return None
+    try:
+        return estimate_memory(ctx.model, ctx.plan.with_(offload="none"), ctx.target)
+    except Exception:  # a plan the estimator cannot model is not judged
+        return None
+
+
+def planner_limit(mem) -> float:
+    """The most a plan may reserve per GPU and leave the error margin the planner keeps for the plans it chooses
+    (calibration.PLANNER_HEADROOM_FRACTION of the usable memory) past the safety margin: MEM002's test."""
+    return mem.per_gpu_reserved_bytes + mem.headroom_bytes - calibration.PLANNER_HEADROOM_FRACTION * mem.capacity_bytes
+
+
+def fits_planner_limit(mem) -> bool:
+    """The plan fits (MEM001) within planner_limit (MEM002 passes): at least as strict as the planner's own test
+    (advisor.search.planner.planner_limit_bytes rounds the error margin down to whole bytes), so that a plan this
+    calls fitting, the planner does too."""
+    return bool(mem.fits) and mem.per_gpu_reserved_bytes <= planner_limit(mem)
+
+
 def fitting_alternatives(ctx: Context, limit: int = 3) -> list[tuple[str, dict, int]]:
     """(label, plan changes, predicted peak bytes) of single changes that make the plan fit, by re-estimating."""
     found = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from advisor.core.files import Unresolved
 from rules import vercmp
-from rules.common import NO_FILES, uses_peft, uses_zero3
+from rules.common import NO_FILES, gib, uses_peft, uses_zero3
+from rules.memory import estimate_without_offload, fits_planner_limit, planner_limit
 from rules.model import Context, Result, fail, na, ok, unknown
 from rules.registry import rule
 
@@ -88,24 +89,33 @@ def qlora_fsdp2_quant_storage(ctx: Context) -> Result:
 
 
 @rule(id="PEFT003", name="peft-with-cpu-offload", severity="warning", seed="Q-09", auto_fix=True,
-      reads=("plan.method", "plan.offload"))
+      reads=("plan.method", "plan.offload", "memory.per_gpu_reserved_bytes", "memory.capacity_bytes"))
 def peft_with_cpu_offload(ctx: Context) -> Result:
-    """Offloading with LoRA/QLoRA saves almost nothing on the GPU: the offloaded optimizer states are the adapter's.
+    """LoRA/QLoRA with optimizer offload where the same plan fits on the GPUs without it: the offload buys nothing.
 
     ## Why
-    With PEFT only the adapter (well under 1% of the parameters) has gradients and Adam states, so optimizer
-    offload moves megabytes while adding host transfers each step. PEFT's DeepSpeed guide notes that QLoRA +
-    ZeRO-3 with CPU offload even uses more GPU memory than without. Parameter offload (`--offload all`) is another
-    matter: it moves the frozen base weights, the bulk of a LoRA run's memory, and is not flagged.
+    Optimizer offload exists to free GPU memory: with PEFT it moves only the adapter's gradients and Adam states,
+    and adds host transfers and DeepSpeed's CPU Adam step to every step. Where the same plan (backend and ZeRO stage,
+    micro-batch, checkpointing, GPUs) fits without it, within the limit that leaves the planner its error margin
+    (rule MEM002), that memory is not needed. The rule re-estimates that plan rather than assume the adapter's states
+    are small: they are for a small dense model (129 MiB for a Llama-3.2-1B LoRA r16 on one GPU), not for a large one
+    or a mixture of experts, whose adapters cover every expert (1.39 GiB per GPU for a Qwen3-30B-A3B QLoRA on
+    8 x T4), where the offload can be what makes a plan fit. PEFT's DeepSpeed guide also notes that QLoRA + ZeRO-3
+    with CPU offload can use more GPU memory than without. The planner never chooses an offload this warns about
+    (advisor.search.ranking.offload_buys_memory, with a test no stricter than this one's). Parameter offload
+    (`--offload all`) moves the frozen base weights, the bulk of an adapter run's memory, and is not judged here.
 
     ## Fix
-    `--offload none` with LoRA/QLoRA; shard the frozen base with ZeRO-3 or FSDP2 instead if it does not fit.
+    `--offload none`: the finding gives what the plan reserves per GPU without it.
 
     ## Example
-    `--method lora --offload optimizer` warns; `--method lora --offload none` passes.
+    Qwen2.5-0.5B LoRA on 2 x H100 with ZeRO-2 + optimizer offload warns (about 2 GiB per GPU without it);
+    Qwen3-30B-A3B QLoRA on 8 x T4 with ZeRO-3 + optimizer offload, checkpointing and micro-batch 8 passes (15.3 GiB
+    per GPU without it, over the limit).
 
     ## References
     - https://huggingface.co/docs/peft/accelerate/deepspeed
+    - https://www.deepspeed.ai/tutorials/zero-offload/
     """
     if not uses_peft(ctx):
         return na("full fine-tuning")
@@ -113,11 +123,24 @@ def peft_with_cpu_offload(ctx: Context) -> Result:
         return ok("no offload")
     if ctx.plan.offload == "all":
         # parameter offload (ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy) moves the frozen base weights to the host
-        # too: that is what it saves, not the adapter's states (the planner picks it only where it is needed to fit)
+        # too: that is what it saves, not the adapter's states
         return na("parameter offload moves the frozen base weights, not only the adapter's optimizer states")
-    return fail(f"{ctx.plan.method} with --offload {ctx.plan.offload}: only the small adapter's optimizer states move, "
-                "at the cost of host transfers each step", "use --offload none (shard the base with ZeRO-3 if needed)",
-                {"offload": "none"})
+    if ctx.memory is None:
+        return na("no memory estimate: whether the plan fits without the offload is not known")
+    mem = estimate_without_offload(ctx)
+    if mem is None:
+        return unknown("the plan without offload could not be estimated")
+    limit = planner_limit(mem)
+    if not fits_planner_limit(mem):
+        return ok(f"without the offload the plan reserves {gib(mem.per_gpu_reserved_bytes)} per GPU, over the "
+                  f"{gib(limit)} limit: the offload makes it fit")
+    states = mem.optimizer
+    size = f"{states / 2**20:.0f} MiB" if states < 1 << 30 else gib(states)
+    return fail(f"{ctx.plan.method} with --offload {ctx.plan.offload}: the same plan fits on the GPUs without it "
+                f"({gib(mem.per_gpu_reserved_bytes)} reserved per GPU, within the {gib(limit)} limit; {size} of it the "
+                "adapter's optimizer states), so the offload frees memory nothing needs and adds host transfers and a "
+                "CPU optimizer step to every step", "use --offload none", {"offload": "none"},
+                reserved_without_offload=int(mem.per_gpu_reserved_bytes))
 
 
 @rule(id="PEFT004", name="lora-on-lm-head", severity="error",

@@ -48,6 +48,10 @@ class Candidate:
     findings: list = field(default_factory=list)
     next_micro_note: str = ""
     """Why the next larger micro-batch was not taken (for the explanation)."""
+    without_offload: Candidate | None = None
+    """An offloading candidate's twin without offload (the same plan with offload "none"), with its memory estimate
+    and why it cannot run (rejected_because, '' when it fits): set by the search when the twin decides whether the
+    offload may be chosen (advisor.search.planner._without_offload); None until then."""
 
     @property
     def feasible(self) -> bool:
@@ -70,6 +74,13 @@ class Decision:
     reasons: dict[str, str]
     considered: int
     notes: list[str] = field(default_factory=list)
+    on_gpu: Candidate | None = None
+    """The best plan that keeps everything on the GPUs (the chosen one, unless an offloading plan beat it by the
+    margin, advisor.search.ranking.OFFLOAD_MARGIN); None when none fits."""
+    offload_rival: Candidate | None = None
+    """When the chosen plan keeps everything on the GPUs: the fastest offloading plan predicted faster than it, left
+    out for the margin or for an offload it does not need (ranking.offload_buys_memory), for the explanation; else
+    None."""
 
 
 # ------------------------------------------------------------------------------------------------ enumeration
@@ -129,7 +140,8 @@ def _backend_options(req: Request, world: int) -> list[tuple[str, int, str]]:
                     # One process shards nothing: ZeRO without offload holds the whole model plus DeepSpeed's flat
                     # buffers and fp32 master copy, and on one H200 it measured no faster than the plain plan
                     # (docs/plan-quality.md: 60,666 vs 62,786, 9,810 vs 9,848, 1,188 vs 1,496 tokens/s), while the
-                    # speed model is not that exact; it is offered only with an offload, unless asked for.
+                    # speed model is not that exact; it is offered only with an offload, unless asked for, or where
+                    # no plan of the method fits without it (zero_without_offload).
                     offloads = [off for off in offloads if off != "none"]
                 out += [("deepspeed", stage, off) for off in offloads if not (off == "all" and stage != 3)]
         elif backend == "fsdp2":
@@ -138,6 +150,26 @@ def _backend_options(req: Request, world: int) -> list[tuple[str, int, str]]:
             out += [("fsdp2", 0, off) for off in offloads if off == "none" or req.offload_device != "nvme"]
         else:
             out.append((backend, 0, "none"))
+    return out
+
+
+def zero_without_offload(req: Request, structures_of_method: list[Plan]) -> list[Plan]:
+    """The one-GPU ZeRO structures without offload that _backend_options leaves out (nothing of DeepSpeed, a stage or an
+    offload pinned): the method's offloading DeepSpeed structures of one process, with offload "none", in order, once
+    each. The planner searches them for a method none of whose other plans fits without offload (planner.search):
+    there the plain plan measured faster is not on offer, and ZeRO can hold what it cannot. In fp16-mixed (a GPU
+    without bf16) the plain plan keeps the weights in fp32 where DeepSpeed keeps them in 16 bits with fp32 masters of
+    the trained parameters only: a Llama-3.1-8B LoRA on one V100-32GB needs 30.1 GiB of weights plain, 15.0 GiB under
+    ZeRO-2 (advisor.model.memory). Without them the only plans left were offloading twins of these, whose offload
+    buys no memory (advisor.search.ranking.offload_buys_memory) and which rule PEFT003 warns about."""
+    if req.backend or req.zero is not None or req.offload:
+        return []
+    out: list[Plan] = []
+    for s in structures_of_method:
+        if s.backend == "deepspeed" and s.num_processes == 1 and s.offload != "none":
+            twin = s.with_(offload="none")
+            if twin not in out:
+                out.append(twin)
     return out
 
 

@@ -9,6 +9,7 @@ from advisor.core.specs import GIB
 from advisor.model.job import describe as describe_job
 from advisor.resolve.attention import choose_attention
 from advisor.search.candidates import DEFAULT_GLOBAL_BATCH, Candidate, Decision, family, smallest_micro_batch
+from advisor.search.ranking import OFFLOAD_MARGIN, offload_buys_memory, offload_needs
 
 
 def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str, str]:
@@ -23,16 +24,45 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
             return True
         return False
 
+    on_gpu, rival = decision.on_gpu, decision.offload_rival
     if not pin("method", "method"):
-        if plan.offload != "none":
-            # every plan that fits offloads: the fastest wins, whatever its method (planner._rank_key)
+        if plan.offload != "none" and on_gpu is None:
+            # every plan that fits offloads: the fastest wins, whatever its method (planner._choose)
             reasons["method"] = (f"{plan.method}: fastest of the plans that fit, all of which offload to host memory "
                                  "(full fine-tuning there keeps fp32 Adam states of every weight in host RAM)")
+        elif plan.method != on_gpu.plan.method:
+            # an offloading plan of a more faithful method beat the plan on the GPUs by the margin
+            reasons["method"] = (f"{plan.method}: fits only by offloading, and is predicted faster than the best "
+                                 f"{on_gpu.plan.method} plan on the GPUs (below, offload)")
         else:
             reasons["method"] = (f"{plan.method}: the most faithful method that fits" if plan.method != "full" else
                                  "full: every weight trained, and it fits")
     if not (pin("backend", "backend") or pin("zero", "backend")):
-        reasons["backend"] = f"fastest that fits: {chosen.tokens_per_second:,.0f} tokens/s predicted"
+        # with a faster offloading plan left out (its margin, or an offload it does not need), this one is the
+        # fastest on the GPUs alone
+        where = " on the GPUs alone" if rival is not None else ""
+        reasons["backend"] = f"fastest that fits{where}: {chosen.tokens_per_second:,.0f} tokens/s predicted"
+    if not pin("offload", "offload"):
+        margin = f"{OFFLOAD_MARGIN * 100:.0f}%"
+        if plan.offload != "none" and on_gpu is None:
+            reasons["offload"] = (f"{plan.offload}: no plan that keeps everything on the GPUs fits with headroom and "
+                                  "passes the rules")
+        elif plan.offload != "none":
+            # what the offload buys: the same plan without it does not fit (planner._choose asked for its twin)
+            reasons["offload"] = (f"{plan.offload}: {chosen.tokens_per_second:,.0f} tokens/s predicted against "
+                                  f"{on_gpu.tokens_per_second:,.0f} for the best plan on the GPUs alone "
+                                  f"({on_gpu.plan.short()}), more than the {margin} an offload must gain (its speed "
+                                  "follows the host CPU and PCIe, which the estimate knows less well); without the "
+                                  f"offload this plan {chosen.without_offload.rejected_because}")
+        elif rival is not None and not offload_buys_memory(rival):
+            reasons["offload"] = (f"none: offload not needed: the fastest offloading plan ({rival.plan.short()}) "
+                                  f"{offload_not_needed(rival)}")
+        elif rival is not None:
+            reasons["offload"] = (f"none: the fastest offloading plan ({rival.plan.short()}) predicts "
+                                  f"{rival.tokens_per_second:,.0f} tokens/s, not above the "
+                                  f"{offload_needs(rival.plan, chosen, req):,.0f} it needs ({margin} over this plan, "
+                                  "after the backends' margins: an offload's speed follows the host CPU and PCIe, "
+                                  "which the estimate knows less well)")
     if not pin("micro_batch", "micro_batch"):
         reasons["micro_batch"] = _micro_reason(decision, plan)
     if not pin("grad_accum", "grad_accum"):
@@ -85,6 +115,20 @@ def explain_choice(decision: Decision, candidates: list[Candidate]) -> dict[str,
     return reasons
 
 
+def offload_not_needed(c: Candidate) -> str:
+    """Why an offloading plan whose twin without offload fits (Candidate.without_offload) was not chosen, whatever its
+    speed (ranking.offload_buys_memory), after its name: said in the alternatives and the offload reason."""
+    twin = c.without_offload
+    fits = (f"({twin.memory.per_gpu_reserved_bytes / GIB:.1f} GiB reserved of {twin.memory.capacity_bytes / GIB:.1f} "
+            "GiB usable per GPU)")
+    gain = f"so the {c.tokens_per_second:,.0f} tokens/s predicted for it are not offload's gain"
+    if twin.plan.backend == c.plan.backend:
+        return f"fits on the GPUs without its offload {fits}; an offload only frees GPU memory, {gain}"
+    # the one-GPU plain twin (planner._without_offload): one process shards nothing
+    return (f"fits on the GPU as the plain plan at the same micro-batch {fits}; on one GPU ZeRO shards nothing and "
+            f"its offload frees only what ZeRO adds, {gain}")
+
+
 def _micro_reason(decision: Decision, plan: Plan) -> str:
     req = decision.request
     if req.global_batch and req.grad_accum:
@@ -118,7 +162,9 @@ def render_decision(result: dict, decision: Decision, out: str) -> str:
              f"plan     {c.plan.short()}",
              f"memory   {mem['per_gpu_peak_bytes'] / GIB:.1f} GiB peak per GPU (reserved "
              f"{mem['per_gpu_reserved_bytes'] / GIB:.1f} of {mem['gpu_capacity_bytes'] / GIB:.1f} GiB usable)"
-             + (f", host {mem['host_bytes'] / GIB:.0f} GiB" if mem.get("host_bytes") else ""),
+             # host_bytes is per node (offloaded states, each process's baseline and model loading): a node must
+             # have it, and on a catalogue target, whose nodes' RAM is not known, no rule could check it (MEM003)
+             + (f", host RAM {mem['host_bytes'] / GIB:.0f} GiB per node" if mem.get("host_bytes") else ""),
              f"speed    {speed['tokens_per_second']:,.0f} tokens/s, {speed['step_seconds']:.2f} s/step, "
              f"MFU {speed['mfu'] * 100:.0f}%  ({decision.considered} configurations estimated)"]
     if speed.get("amortized_seconds_per_step"):

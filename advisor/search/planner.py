@@ -42,8 +42,19 @@ from advisor.search.candidates import (
     micro_batches,
     smallest_micro_batch,
     structures,
+    zero_without_offload,
 )
-from advisor.search.explain import explain_choice
+from advisor.search.explain import explain_choice, offload_not_needed
+from advisor.search.ranking import (
+    COMPLEXITY_MARGIN,
+    OFFLOAD_MARGIN,
+    may_replace,
+    offload_bar,
+    offload_buys_memory,
+    offload_needs,
+    rank_key,
+    score,
+)
 from advisor.search.vllm_pins import check_vllm_gpus
 
 
@@ -72,9 +83,10 @@ def _host_ram_text(target: Target) -> str:
 
 
 def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure: Plan,
-                      global_batch: int | None) -> tuple[Candidate, int, bool]:
+                      global_batch: int | None, speeds: dict | None = None) -> tuple[Candidate, int, bool]:
     """The fastest micro-batch of one structure that fits, or the smallest miss; how many were estimated; and
-    whether host RAM ended the scan."""
+    whether host RAM ended the scan. `speeds`: plan -> speed already estimated (_cannot_clear's), reused."""
+    speeds = speeds or {}
     micros = micro_batches(req, structure.dp_size)
     best: Candidate | None = None
     miss: Candidate | None = None
@@ -101,7 +113,9 @@ def _best_micro_batch(req: Request, model: ModelSpec, target: Target, structure:
         # The speed only of what can be chosen or shown: a miss after the first is neither (the search is mostly
         # misses, 95 % of the estimates for a 70B GRPO on every GPU `recommend` plans, and speed costs as much as
         # memory).
-        spd = estimate_speed(model, plan, target, mem) if mem.per_gpu_reserved_bytes <= limit or miss is None else None
+        spd = None
+        if mem.per_gpu_reserved_bytes <= limit or miss is None:
+            spd = speeds.get(plan) or estimate_speed(model, plan, target, mem)
         if mem.per_gpu_reserved_bytes > limit:
             if best is not None and not best.next_micro_note:  # the micro-batch right after the best, not a later one
                 best.next_micro_note = (f"{micro} needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB, over the "
@@ -145,14 +159,18 @@ ALTERNATIVES_SHOWN = 8
 
 def search(req: Request, model: ModelSpec, target: Target, *, explain: bool = True) -> Decision:
     """Memory first (cheap, and most structures of a large model fail it), then the rules, lazily: only on the
-    candidates that could be chosen or shown as alternatives, in rank order.
+    candidates that could be chosen or shown as alternatives, in rank order. The choice is _choose's: the best plan
+    that keeps everything on the GPUs, unless an offloading plan is predicted more than OFFLOAD_MARGIN faster.
 
     Methods are searched in METHOD_ORDER, and the search stops after one whose result the others cannot change
     (`_later_methods_cannot_matter`): a plan that keeps every weight trainable is never replaced by LoRA, so LoRA and
-    QLoRA structures need no estimate once a full fine-tuning plan is chosen and enough full fine-tuning families
-    fill the alternatives. The result is the one the whole search gives (candidates keep the enumeration order).
-    explain=False skips the rejected alternatives and the reasons (a caller that needs the choice only, as
-    `recommend` for each hardware choice): the choice is the same."""
+    QLoRA structures need no estimate once a full fine-tuning plan fits on the GPUs and enough full fine-tuning
+    families fill the alternatives. The result is the one the whole search gives (candidates keep the enumeration
+    order). On one GPU, a method none of whose plans fits without offload has its ZeRO structures without offload
+    searched too (candidates.zero_without_offload), after the others. explain=False skips the rejected alternatives
+    and the reasons (a caller that needs the choice only, as `recommend` for each hardware choice), and the
+    offloading structures whose best speed cannot win (_cannot_clear: the margin is a condition an offload must
+    meet, whatever its twin without offload): the choice is the same."""
     global_batch = _global_batch(req)
     by_method: dict[str, list[tuple[int, Plan]]] = {}
     for index, structure in enumerate(structures(req, model, target)):
@@ -171,42 +189,125 @@ def search(req: Request, model: ModelSpec, target: Target, *, explain: bool = Tr
                     c.rejected_because, c.findings = f"{errors[0].id}: {errors[0].message}", errors
         return c.feasible
 
-    def pick(candidates: list[Candidate]) -> Candidate | None:
-        return next((c for c in sorted((c for c in candidates if c.feasible), key=lambda c: _rank_key(c, req))
-                     if passes_rules(c)), None)
+    def buys_memory(c: Candidate) -> bool:
+        _without_offload(req, model, target, c)
+        return offload_buys_memory(c)
+
+    def choose(candidates: list[Candidate]) -> tuple[Candidate | None, Candidate | None]:
+        return _choose(candidates, req, passes_rules, buys_memory)
 
     # explain=False: a structure whose twin with gradient checkpointing fits no micro-batch fits none either, and is
-    # skipped (_lighter_twin_missed)
+    # skipped (_lighter_twin_missed); an offloading structure none of whose micro-batches could clear the bar is
+    # skipped unestimated (_offload_ruled_out). `speeds` keeps the speeds that check estimated, for the scan.
     missed: dict[Plan, list[Plan]] = {}
+    speeds: dict[Plan, object] = {}
+    ruled_out: dict[Plan, bool] = {}
+    extra_index = sum(len(v) for v in by_method.values())  # the fallback's candidates are listed after the others
+
+    def scan(index: int, structure: Plan) -> None:
+        nonlocal considered
+        cand, n, host_missed = _best_micro_batch(req, model, target, structure, global_batch, speeds)
+        considered += n
+        if cand is not None:
+            found.append((index, cand))
+        if (cand is None or not cand.feasible) and not host_missed:
+            missed.setdefault(_twin_key(structure), []).append(structure)
+
+    def search_fallback(method: str, fallback: list[tuple[int, Plan]]) -> None:
+        """Scans the one-GPU ZeRO structures without offload of `method` (emptied after: once) where no plan of the
+        method without offload fits and passes the rules."""
+        if fallback and not any(c.plan.method == method and c.plan.offload == "none" and passes_rules(c)
+                                for _, c in found):
+            for index, structure in (fallback if explain else sorted(fallback, key=lambda s: not s[1].grad_ckpt)):
+                if explain or not _lighter_twin_missed(structure, missed):
+                    scan(index, structure)
+        fallback.clear()
+
     for i, method in enumerate(order):
         structures_of = by_method[method]
         if not explain:
-            # an offloading plan is chosen only when no plan without offload is (_rank_key): estimated only then;
-            # and the checkpointing twins first
+            # the plans without offload first, so that the bar an offloading plan must clear is known before any is
+            # estimated; and the checkpointing twins first
             structures_of = sorted(structures_of, key=lambda s: (s[1].offload != "none", not s[1].grad_ckpt))
+        bar: float | None = None
+        present = {s for _, s in structures_of} if not explain else set()
+        # On one GPU the candidate space leaves ZeRO without offload out (candidates.zero_without_offload): searched
+        # for a method none of whose plans without offload fits. Both modes decide it on the same candidates (a
+        # structure _lighter_twin_missed skips fits nothing): the choice alone searches it before the method's
+        # offloading structures, so that the plan it finds sets their bar; the whole search after them.
+        fallback = list(enumerate(zero_without_offload(req, [s for _, s in by_method[method]]), extra_index))
+        extra_index += len(fallback)
         for index, structure in structures_of:
-            if (not explain and structure.offload != "none" and
-                    pick([c for _, c in found if c.plan.method == method and c.plan.offload == "none"]) is not None):
-                break
             if not explain and _lighter_twin_missed(structure, missed):
                 continue
-            cand, n, host_missed = _best_micro_batch(req, model, target, structure, global_batch)
-            considered += n
-            if cand is not None:
-                found.append((index, cand))
-            if (cand is None or not cand.feasible) and not host_missed:
-                missed.setdefault(_twin_key(structure), []).append(structure)
-        if i + 1 < len(order) and _later_methods_cannot_matter([c for _, c in found], pick, explain):
+            if not explain and structure.offload != "none":
+                if bar is None:
+                    search_fallback(method, fallback)
+                    on_gpu = choose([c for _, c in found])[1]
+                    # an offloading plan of a method less faithful than the plan on the GPUs is never chosen
+                    bar = (math.inf if on_gpu is not None and not may_replace(method, on_gpu, req)
+                           else offload_bar(on_gpu, req))
+                if bar == math.inf:
+                    break
+                if bar > -math.inf and _offload_ruled_out(req, model, target, structure, global_batch, bar, speeds,
+                                                          ruled_out, present):
+                    continue
+            scan(index, structure)
+        search_fallback(method, fallback)
+        if i + 1 < len(order) and _later_methods_cannot_matter([c for _, c in found], choose, explain):
             break
     candidates = [c for _, c in sorted(found, key=lambda ic: ic[0])]
-    chosen = pick(candidates)
+    chosen, on_gpu = choose(candidates)
     if not explain:
-        return Decision(req, model, target, chosen, [], {}, considered)
-    alternatives = _alternatives(candidates, chosen, passes_rules, limit=ALTERNATIVES_SHOWN)
-    decision = Decision(req, model, target, chosen, alternatives, {}, considered)
+        return Decision(req, model, target, chosen, [], {}, considered, on_gpu=on_gpu)
+    rival = _offload_rival(candidates, chosen, on_gpu, req, passes_rules, buys_memory)
+    alternatives = _alternatives(candidates, chosen, passes_rules, req, buys_memory, limit=ALTERNATIVES_SHOWN)
+    decision = Decision(req, model, target, chosen, alternatives, {}, considered, on_gpu=on_gpu, offload_rival=rival)
     if chosen is not None:
         decision.reasons = explain_choice(decision, candidates)
     return decision
+
+
+def _offload_ruled_out(req: Request, model: ModelSpec, target: Target, structure: Plan, global_batch: int | None,
+                       bar: float, speeds: dict, ruled_out: dict[Plan, bool], present: set[Plan]) -> bool:
+    """_cannot_clear for an offloading structure, once per structure (`ruled_out`). A structure with gradient
+    checkpointing whose twin without it is searched too is first judged by that twin: recomputation only adds to the
+    step at a given micro-batch (advisor.model.speed: recompute FLOPs and per-layer host time; held to that on random
+    structures of every trainer by tests/planner/test_offload_choice.py), so where no micro-batch of the twin clears
+    the bar none of this one's does either, and one check rules out both."""
+    if structure not in ruled_out and structure.grad_ckpt:
+        lighter = structure.with_(grad_ckpt=False)
+        if lighter in present:
+            if lighter not in ruled_out:
+                ruled_out[lighter] = _cannot_clear(req, model, target, lighter, global_batch, bar, speeds)
+            if ruled_out[lighter]:
+                ruled_out[structure] = True
+    if structure not in ruled_out:
+        ruled_out[structure] = _cannot_clear(req, model, target, structure, global_batch, bar, speeds)
+    return ruled_out[structure]
+
+
+def _cannot_clear(req: Request, model: ModelSpec, target: Target, structure: Plan, global_batch: int | None,
+                  bar: float, speeds: dict) -> bool:
+    """True when no micro-batch of the structure scores above `bar` (ranking.score), whatever the memory: every
+    micro-batch _best_micro_batch could take (the same global-batch stop and pinned-step filter) is scored on its
+    speed alone. The structure's candidate is one of them, and memory only ever rules micro-batches out, so a
+    structure this rules out could not have been chosen: the skip is exact, not a guess. estimate_speed reads no
+    memory estimate (tests/planner/test_offload_choice.py holds it to that), so these are the speeds the scan would
+    compute: they are kept in `speeds` for it, and the first micro-batch that clears the bar ends the check. A speed
+    estimate costs about what a memory estimate does; a structure ruled out spares its memory estimates."""
+    micros = micro_batches(req, structure.dp_size)
+    for micro in micros:
+        if global_batch and micro > micros[0] and micro * structure.dp_size > global_batch and not req.micro_batch:
+            break
+        plan = structure.with_(micro_batch=micro, grad_accum=_accumulation(structure, micro, global_batch,
+                                                                            req.grad_accum))
+        if req.global_batch and plan.micro_batch * plan.dp_size * plan.grad_accum != req.global_batch:
+            continue  # never a candidate (_best_micro_batch's pinned-step miss)
+        speeds[plan] = estimate_speed(model, plan, target)
+        if score(Candidate(plan, speed=speeds[plan]), req) > bar:
+            return False
+    return True
 
 
 def _twin_key(plan: Plan) -> Plan:
@@ -224,13 +325,15 @@ def _lighter_twin_missed(structure: Plan, missed: dict[Plan, list[Plan]]) -> boo
     return not structure.grad_ckpt and structure.with_(grad_ckpt=True) in missed.get(_twin_key(structure), ())
 
 
-def _later_methods_cannot_matter(candidates: list[Candidate], pick, explain: bool = True) -> bool:
+def _later_methods_cannot_matter(candidates: list[Candidate], choose, explain: bool = True) -> bool:
     """True when the methods not searched yet can change neither the choice nor the alternatives shown: a plan that
-    needs no offload is chosen among these (later methods rank below it whatever their speed, _rank_key), and at
-    least ALTERNATIVES_SHOWN other families of its method have a feasible candidate, which _alternatives lists
-    before any family of another method. Without the alternatives (explain=False) the choice alone decides."""
-    chosen = pick(candidates)
-    if chosen is None or chosen.plan.offload != "none":
+    needs no offload fits among these, so that no plan of a later method is chosen whatever its speed (on the GPUs
+    the most faithful method leads, rank_key; an offloading plan replaces that plan only for a method at least as
+    faithful, may_replace), and at least ALTERNATIVES_SHOWN other families of the chosen plan's method have a
+    feasible candidate, which _alternatives lists before any family of another method. Without the alternatives
+    (explain=False) the choice alone decides."""
+    chosen, on_gpu = choose(candidates)
+    if on_gpu is None:
         return False
     if not explain:
         return True
@@ -240,35 +343,99 @@ def _later_methods_cannot_matter(candidates: list[Candidate], pick, explain: boo
     return len(feasible) >= ALTERNATIVES_SHOWN
 
 
-COMPLEXITY_MARGIN = {"single": 0.0, "ddp": 0.0, "fsdp2": 0.03, "deepspeed": 0.05}
-"""A sharded backend must predict this much more tokens/s than a plain one to be chosen: it adds a dependency and
-JIT-built ops (DeepSpeed's FusedAdam/CPUAdam), and the speed model's own error (docs/accuracy.md) is of this order."""
+def _choose(candidates: list[Candidate], req: Request, passes_rules,
+            buys_memory) -> tuple[Candidate | None, Candidate | None]:
+    """(the chosen plan, the best plan that keeps everything on the GPUs). The latter is the first of rank_key's
+    order that passes the rules; the fastest offloading plan of a method at least as faithful (may_replace) that
+    clears offload_bar, buys memory (its twin without offload does not fit or is refused: `buys_memory`,
+    ranking.offload_buys_memory) and passes the rules replaces it. When no plan fits without offload every
+    offloading plan competes on score alone, whatever its method: each of them already trades speed and host memory
+    for fitting (its twin was searched and does not fit: ranking.offload_buys_memory), and full fine-tuning by
+    offload keeps every weight's fp32 Adam states in host RAM (16 bytes per parameter: about 1.1 TiB for a 70B model)
+    at a fraction of an adapter plan's speed. Rules run only on the candidates that could be chosen, in order."""
+    feasible = [c for c in candidates if c.feasible]
+    on_gpu = next((c for c in sorted((c for c in feasible if c.plan.offload == "none"), key=lambda c: rank_key(c, req))
+                   if passes_rules(c)), None)
+    bar = offload_bar(on_gpu, req)
+    offloading = [c for c in feasible if c.plan.offload != "none"
+                  and (on_gpu is None or may_replace(c.plan.method, on_gpu, req))]
+    for c in sorted(offloading, key=lambda c: -score(c, req)):
+        if score(c, req) <= bar:
+            break
+        if on_gpu is not None and not buys_memory(c):
+            continue  # its gain is not offload's: the same plan fits on the GPUs without it
+        if passes_rules(c):
+            return c, on_gpu
+    return on_gpu, on_gpu
 
 
-LIGER_MARGIN = 0.03
-"""Liger must predict 3% more tokens/s to be chosen unpinned: it adds a dependency and Triton kernels compiled at the
-first step, for a gain the speed model predicts within its own error (docs/accuracy.md)."""
+def _without_offload(req: Request, model: ModelSpec, target: Target, c: Candidate) -> Candidate:
+    """An offloading candidate's twin without offload, kept on it (Candidate.without_offload): the same plan with
+    offload "none", judged as _best_micro_batch and the rules judge a candidate (planner_limit_bytes, which keeps the
+    planner's error margin; host RAM; the structural rules), at the same micro-batch and accumulation. Its
+    rejected_because says why it cannot run, '' when it fits.
+
+    On one GPU with the backend left to the planner, the plain plan at the same micro-batch is a twin too, taken when
+    the ZeRO twin does not fit: one process shards nothing, so ZeRO without offload is the plain plan plus DeepSpeed's
+    flat buffers and fp32 master copy (the reason candidates.py offers it on one GPU only with an offload), and an
+    offload that frees only what ZeRO adds buys the run nothing. A 1B LoRA on one L4 by ZeRO-3 + parameter offload at
+    micro-batch 8 was predicted 5,731 tokens/s against 4,695 for the plain plan at micro-batch 8, which fits; ZeRO-3
+    without the offload (21.1 GiB per GPU, limit 19.5) does not.
+
+    The estimates it costs are made only for an offloading plan that could be chosen or is shown faster than the
+    chosen plan."""
+    if c.without_offload is None:
+        twins = [c.plan.with_(offload="none")]
+        if (c.plan.num_processes == 1 and c.plan.backend == "deepspeed"
+                and not (req.backend or req.zero is not None or req.offload)):
+            twins.append(c.plan.with_(backend="single", zero_stage=0, offload="none"))
+        first = None
+        for plan in twins:
+            twin = _judge_on_gpu(req, model, target, plan)
+            first = first or twin
+            if twin.feasible:
+                c.without_offload = twin
+                break
+        else:
+            c.without_offload = first
+    return c.without_offload
 
 
-def _rank_key(c: Candidate, req: Request):
-    """Offloading is a last resort (host RAM, PCIe traffic, CPU Adam: several times slower); then the most
-    faithful method (unless pinned); then predicted tokens/s, discounted by the backend's complexity margin.
-    Among plans that all offload, faithfulness no longer leads: each of them already trades speed and host memory
-    for fitting, and full fine-tuning by offload keeps every weight's fp32 Adam states in host RAM (16 bytes per
-    parameter: about 1.1 TiB for a 70B model) at a fraction of an adapter plan's speed, so the fastest wins."""
-    offloads = c.plan.offload != "none"
-    method_rank = METHOD_ORDER.index(c.plan.method) if not req.method and not offloads else 0
-    score = c.tokens_per_second * (1.0 - COMPLEXITY_MARGIN.get(c.plan.backend, 0.0))
-    if c.plan.liger and req.liger is None:
-        score *= 1.0 - LIGER_MARGIN
-    return (offloads, method_rank, -score)
+def _judge_on_gpu(req: Request, model: ModelSpec, target: Target, plan: Plan) -> Candidate:
+    """A plan without offload at a set micro-batch, estimated and judged as a candidate is (no speed)."""
+    mem = estimate_memory(model, plan, target)
+    limit = planner_limit_bytes(mem)
+    why = ""
+    if mem.per_gpu_reserved_bytes > limit:
+        why = f"does not fit: needs {mem.per_gpu_reserved_bytes / GIB:.1f} GiB per GPU, limit {limit / GIB:.1f} GiB"
+    elif not _host_ok(mem, target):
+        why = f"needs {mem.host_bytes / GIB:.0f} GiB host RAM per node: {_host_ram_text(target)}"
+    else:
+        errors = _structural_errors(req, model, target, plan)
+        if errors:
+            why = f"is refused by rule {errors[0].id}: {errors[0].message}"
+    return Candidate(plan, mem, rejected_because=why)
 
 
-def _pick(feasible: list[Candidate], req: Request) -> Candidate | None:
-    return min(feasible, key=lambda c: _rank_key(c, req)) if feasible else None
+def _offload_rival(candidates: list[Candidate], chosen: Candidate | None, on_gpu: Candidate | None, req: Request,
+                   passes_rules, buys_memory) -> Candidate | None:
+    """When the chosen plan keeps everything on the GPUs: the fastest offloading plan that could replace it
+    (may_replace), passes the rules and is predicted faster in tokens/s, yet did not clear the margin or does not
+    buy memory (its twin without offload is set, `buys_memory`); else None. The explanation names it, so that a
+    faster plan left out is said to be left out, and why."""
+    if chosen is None or chosen is not on_gpu:
+        return None
+    for c in sorted((c for c in candidates if c.feasible and c.plan.offload != "none"
+                     and may_replace(c.plan.method, chosen, req)), key=lambda c: -c.tokens_per_second):
+        if c.tokens_per_second <= chosen.tokens_per_second:
+            return None
+        if passes_rules(c):
+            buys_memory(c)
+            return c
+    return None
 
 
-def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_rules,
+def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_rules, req: Request, buys_memory,
                   limit: int = ALTERNATIVES_SHOWN) -> list[Candidate]:
     """The best candidate of every other family (backend, stage, offload, method, parallelism, vLLM split), each
     with the reason it lost; rules are checked only on the candidates shown."""
@@ -302,20 +469,32 @@ def _alternatives(candidates: list[Candidate], chosen: Candidate | None, passes_
     alts += list(broken.values())[:max(0, limit - len(alts))]
     for c in alts:
         if c.feasible and chosen is not None:
-            if c.plan.method != chosen.plan.method and c.tokens_per_second >= chosen.tokens_per_second:
-                c.rejected_because = (f"trains {c.plan.method} instead of {chosen.plan.method}: a {chosen.plan.method}"
-                                      " plan fits, and --method was not pinned")
-            elif c.plan.offload != "none" and chosen.plan.offload == "none":
-                c.rejected_because = (f"offloads to host memory ({c.tokens_per_second:,.0f} tokens/s): used only when "
-                                      "nothing fits on the GPUs")
-            elif c.tokens_per_second >= chosen.tokens_per_second:
-                c.rejected_because = (f"{c.tokens_per_second:,.0f} tokens/s is within the "
-                                      f"{COMPLEXITY_MARGIN.get(c.plan.backend, 0) * 100:.0f}% margin a "
-                                      f"{c.plan.backend} plan must win by over a simpler one")
-            else:
-                ratio = chosen.tokens_per_second / max(c.tokens_per_second, 1e-9)
-                c.rejected_because = f"slower: {c.tokens_per_second:,.0f} tokens/s ({ratio:.2f}x less)"
+            if c.plan.offload != "none" and c.tokens_per_second >= chosen.tokens_per_second:
+                buys_memory(c)  # _why_not says whether its twin without offload fits
+            c.rejected_because = _why_not(c, chosen, req)
     return alts
+
+
+def _why_not(c: Candidate, chosen: Candidate, req: Request) -> str:
+    """Why a feasible alternative lost to the chosen plan, as _choose decided it."""
+    faster = c.tokens_per_second >= chosen.tokens_per_second
+    if faster and METHOD_ORDER.index(c.plan.method) > METHOD_ORDER.index(chosen.plan.method):
+        # less faithful (a faster plan of a more faithful method can only be an offloading one: below)
+        return (f"trains {c.plan.method} instead of {chosen.plan.method}: a {chosen.plan.method} plan fits, and "
+                "--method was not pinned")
+    if faster and c.without_offload is not None and not offload_buys_memory(c):
+        return f"offload not needed: this plan {offload_not_needed(c)}"
+    if faster and c.plan.offload != "none" and chosen.plan.offload == "none":
+        return (f"offloads to host memory: {c.tokens_per_second:,.0f} tokens/s predicted, not above the "
+                f"{offload_needs(c.plan, chosen, req):,.0f} an offloading {c.plan.backend} plan needs to replace "
+                f"{chosen.tokens_per_second:,.0f} on the GPUs ({OFFLOAD_MARGIN * 100:.0f}% more: its speed follows "
+                "the host CPU and PCIe, which the estimate knows less well)")
+    if faster:
+        return (f"{c.tokens_per_second:,.0f} tokens/s is within the "
+                f"{COMPLEXITY_MARGIN.get(c.plan.backend, 0) * 100:.0f}% margin a "
+                f"{c.plan.backend} plan must win by over a simpler one")
+    ratio = chosen.tokens_per_second / max(c.tokens_per_second, 1e-9)
+    return f"slower: {c.tokens_per_second:,.0f} tokens/s ({ratio:.2f}x less)"
 
 
 def _host_refused(c: Candidate) -> bool:

@@ -263,7 +263,8 @@ def test_stopping_after_a_method_gives_the_whole_search_result(monkeypatch):
 @pytest.mark.parametrize("method", ["full", "lora"])
 def test_one_gpu_offers_zero_only_with_an_offload_unless_deepspeed_is_asked_for(gpu, method):
     # one process shards nothing: ZeRO without offload only adds DeepSpeed's buffers (it measured no faster on one
-    # H200, docs/plan-quality.md), so it is neither picked nor listed as an alternative on one GPU
+    # H200, docs/plan-quality.md), so it is neither picked nor listed as an alternative on one GPU where a plain plan
+    # of the method fits (candidates.zero_without_offload: searched only where none does)
     from advisor.search.candidates import structures
 
     req = Request(model="1B", gpu=gpu, gpus=1, method=method)
@@ -273,10 +274,20 @@ def test_one_gpu_offers_zero_only_with_an_offload_unless_deepspeed_is_asked_for(
     assert any(p.backend == "deepspeed" for p in plans)  # ZeRO-Offload stays: it can make a big model fit
     decision, _ = _decide(model="1B", gpu=gpu, gpus=1, method=method)
     chosen = decision.chosen.plan
-    # the plain plan, or an offload when nothing else fits (a full 1B fine-tune on a 16 GB T4)
+    # the plain plan, or an offload: where nothing else fits (a full 1B fine-tune on a 16 GB T4), or where it is
+    # predicted more than OFFLOAD_MARGIN faster than the best plan without it and the same plan does not fit without
+    # it (advisor.search.planner._choose)
     assert chosen.backend == "single" or chosen.offload != "none"
+    # searched where no plain plan of the method fits (the full 1B on a T4), and shown only as what does not fit
+    assert not any(a.plan.backend == "deepspeed" and a.plan.offload == "none" and a.feasible
+                   for a in decision.alternatives)
+    if chosen.backend != "single" and decision.on_gpu is not None:
+        from advisor.search.ranking import OFFLOAD_MARGIN, score
+
+        assert score(decision.chosen, req) > (1 + OFFLOAD_MARGIN) * score(decision.on_gpu, req)
+        assert not decision.chosen.without_offload.feasible
     if method == "lora":
-        assert chosen.backend == "single"
+        assert chosen.offload == "none"  # a 1B adapter fits on each of them: an offload would buy nothing
     # asked for, it is planned
     pinned = structures(req.with_(backend="deepspeed"), model, target)
     assert any(p.offload == "none" for p in pinned)
