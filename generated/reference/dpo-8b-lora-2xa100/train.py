@@ -56,9 +56,9 @@ CONFIG = {
     'trainer': 'dpo',  # the trainer asked for (--trainer; sft when not given)
     'method': 'lora',  # pinned by --method
     'lora_r': 16,  # TRL ModelConfig default lora_r=16
-    'backend': 'deepspeed',  # fastest that fits: 8,110 tokens/s predicted
+    'backend': 'deepspeed',  # fastest that fits on the GPUs alone: 8,110 tokens/s predicted
     'zero_stage': 1,  # chosen by the plan search: the fastest candidate that fits (predicted peak 52.7 of 78.1 GiB)
-    'offload': 'none',  # chosen by the plan search: the fastest candidate that fits (predicted peak 52.7 of 78.1 GiB)
+    'offload': 'none',  # none: offload not needed: the fastest offloading plan (ZeRO-1 + optimizer offload (cpu), lora r16, bf16, mb 4 x ga 8, liger) fits on the GPUs without its offload (54.8 GiB reserved of 78.1 GiB usable per GPU); an offload only frees GPU memory, so the 8,116 tokens/s predicted for it are not offload's gain
     'offload_device': 'cpu',  # unused: nothing is offloaded
     'precision': 'bf16',  # bf16: the model computes in 16-bit; DeepSpeed keeps fp32 master weights and fp32 Adam states (partitioned by ZeRO); A100-80GB has bf16
     'seq_len': 1024,  # TRL's max_length default (1024)

@@ -11,6 +11,7 @@
 # When CUDA_VISIBLE_DEVICES is set (a scheduler's allocation), these numbers count within the GPUs it lists.
 # The server's log is logs/vllm.log. launch.sh trains only once the server answers /health, and stops both when
 # either ends, on Ctrl-C and on SIGTERM: the server and the training each run as a process group of their own.
+#   VLLM_SERVER_PORT      the server's TCP port on node 0 (default 8000); train.py connects to the same
 #   VLLM_STARTUP_TIMEOUT  seconds to wait for the server (default 900)
 #   STOP_TIMEOUT          seconds each gets to exit after SIGTERM before SIGKILL (default 45)
 # Re-create: trl-advisor generate --model 7B --trainer grpo --gpus 8 --gpu H100-80GB --vllm server
@@ -31,7 +32,15 @@ LAUNCH=(accelerate launch --config_file accelerate.yaml)
 VLLM_GPUS=6,7
 TRAIN_GPUS=0,1,2,3,4,5
 VLLM_HOST=127.0.0.1
-VLLM_PORT=8000
+# The server's port: VLLM_SERVER_PORT when set, else the planned one, exported so that train.py (which reads the
+# same variable for vllm_server_port) connects where the server listens. Not VLLM_PORT: vLLM reads that one as the
+# first port it opens for its own processes (vllm/envs.py), which would collide with the server's.
+VLLM_SERVER_PORT="${VLLM_SERVER_PORT:-8000}"
+if ! [[ "$VLLM_SERVER_PORT" =~ ^[1-9][0-9]{0,4}$ ]] || (( VLLM_SERVER_PORT > 65535 )); then
+  echo "launch.sh: VLLM_SERVER_PORT=$VLLM_SERVER_PORT is not a TCP port (a whole number 1 .. 65535)" >&2
+  exit 2
+fi
+export VLLM_SERVER_PORT
 VLLM_STARTUP_TIMEOUT="${VLLM_STARTUP_TIMEOUT:-900}"
 STOP_TIMEOUT="${STOP_TIMEOUT:-45}"
 # Both are read in bash arithmetic, where "15m" or "08" is an error that bash reports and then skips the rest of the
@@ -129,18 +138,18 @@ server_died() {
 # images often lack curl; a missing curl would read as "not ready" until VLLM_STARTUP_TIMEOUT).
 server_ready() {
   if command -v curl >/dev/null 2>&1; then
-    curl --silent --fail --noproxy '*' --max-time 5 "http://$VLLM_HOST:$VLLM_PORT/health" >/dev/null
+    curl --silent --fail --noproxy '*' --max-time 5 "http://$VLLM_HOST:$VLLM_SERVER_PORT/health" >/dev/null
   else
     python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
-      "http://$VLLM_HOST:$VLLM_PORT/health" >/dev/null 2>&1
+      "http://$VLLM_HOST:$VLLM_SERVER_PORT/health" >/dev/null 2>&1
   fi
 }
 
 if [[ "$MACHINE_RANK" == 0 ]]; then
   # A port that already accepts connections (a server left from an earlier run, another job's) would either stop
   # the new server at bind or, worse, answer /health in its place and be the one the training talks to.
-  if (exec 3<>"/dev/tcp/$VLLM_HOST/$VLLM_PORT") 2>/dev/null; then
-    echo "launch.sh: $VLLM_HOST:$VLLM_PORT is already in use (a vLLM server left running? \`ss -ltnp 'sport = :$VLLM_PORT'\` shows its process): stop it, or change the port in both launch.sh (VLLM_PORT) and train.py (CONFIG vllm_server_port)" >&2
+  if (exec 3<>"/dev/tcp/$VLLM_HOST/$VLLM_SERVER_PORT") 2>/dev/null; then
+    echo "launch.sh: $VLLM_HOST:$VLLM_SERVER_PORT is already in use (a vLLM server left running? \`ss -ltnp 'sport = :$VLLM_SERVER_PORT'\` shows its process): stop it, or take another port: VLLM_SERVER_PORT=<port> bash launch.sh (train.py reads the same variable)" >&2
     exit 1
   fi
   VLLM_MODEL=Qwen/Qwen2.5-7B
@@ -160,7 +169,7 @@ if [[ "$MACHINE_RANK" == 0 ]]; then
   # for at most 512 new ones, so every request fits; vLLM rejects a request whose prompt + max_tokens exceed it.
   # tensor-parallel 2, data-parallel 1: vLLM >= 0.14 rejects data parallelism for a dense model (rule VLLM007).
   CUDA_VISIBLE_DEVICES="$VLLM_DEVICES" VLLM_SERVER_DEV_MODE=1 setsid vllm serve "$VLLM_MODEL" \
-    --host "$VLLM_HOST" --port "$VLLM_PORT" \
+    --host "$VLLM_HOST" --port "$VLLM_SERVER_PORT" \
     --tensor-parallel-size 2 --data-parallel-size 1 \
     --gpu-memory-utilization 0.9 --max-model-len 1024 \
     --dtype bfloat16 --kv-cache-dtype auto --model-impl vllm --uvicorn-log-level info \
@@ -169,7 +178,7 @@ if [[ "$MACHINE_RANK" == 0 ]]; then
     --logprobs-mode processed_logprobs --max-logprobs -1 \
     >"$VLLM_LOG" 2>&1 &
   VLLM_PID="$!"
-  echo "launch.sh: waiting for vLLM on $VLLM_HOST:$VLLM_PORT (GPUs $VLLM_DEVICES; log: $VLLM_LOG)" >&2
+  echo "launch.sh: waiting for vLLM on $VLLM_HOST:$VLLM_SERVER_PORT (GPUs $VLLM_DEVICES; log: $VLLM_LOG)" >&2
   deadline="$((SECONDS + VLLM_STARTUP_TIMEOUT))"
   until server_ready; do
     if ! kill -0 "$VLLM_PID" 2>/dev/null; then

@@ -91,7 +91,7 @@ CONFIG = {
     'learning_rate': 1e-06,  # GRPOConfig default for full fine-tuning; tune it for your data
     'beta': 0.0,  # KL coefficient: a reference model is loaded only when beta > 0; GRPOConfig default 0.0
     'vllm_server_host': '127.0.0.1',  # launch.sh starts the server on node 0, where the main process runs
-    'vllm_server_port': 8000,  # launch.sh passes the same port to `vllm serve`
+    'vllm_server_port': 8000,  # launch.sh serves on it; VLLM_SERVER_PORT changes both
 }
 DATASET = 'trl-lib/DeepMath-103K'  # TRL's GRPO example: math prompts in chat format (103k; `solution` column)
 DTYPE = torch.bfloat16  # bf16: FSDP2 computes in 16-bit (MixedPrecisionPolicy); accelerate upcasts the trained weights to fp32, so master weights, gradients and Adam states are fp32, sharded
@@ -140,7 +140,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.random_init = True
     if args.config_overrides and not args.random_init:
         parser.error("--config-overrides changes the architecture: use it with --random-init")
+    args.vllm_server_port = vllm_server_port(parser)
     return args
+
+
+def vllm_server_port(parser: argparse.ArgumentParser) -> int:
+    """The vLLM server's port: VLLM_SERVER_PORT, the variable launch.sh starts `vllm serve` with, else CONFIG's
+    planned port (unset or empty, as launch.sh's ${VLLM_SERVER_PORT:-...}). Held to what launch.sh takes: a whole
+    number 1 .. 65535 without leading zeros (bash arithmetic reads 08 as a bad octal number)."""
+    text = os.environ.get("VLLM_SERVER_PORT", "")
+    if not text:
+        return CONFIG["vllm_server_port"]
+    if not (text.isascii() and text.isdigit() and text[0] != "0" and len(text) <= 5 and int(text) <= 65535):
+        parser.error(f"VLLM_SERVER_PORT={text!r} is not a TCP port (a whole number 1 .. 65535)")
+    return int(text)
 
 
 # --------------------------------------------------------------------------------------- tokenizer and random weights
@@ -501,7 +514,7 @@ def training_config(args: argparse.Namespace) -> GRPOConfig:
         use_vllm=True,
         vllm_mode="server",  # launch.sh starts `vllm serve` on its own GPUs
         vllm_server_host=CONFIG["vllm_server_host"],
-        vllm_server_port=CONFIG["vllm_server_port"],
+        vllm_server_port=args.vllm_server_port,  # CONFIG's, or VLLM_SERVER_PORT as launch.sh serves on it
         vllm_server_timeout=float(os.environ.get("VLLM_STARTUP_TIMEOUT", "900")),
     )
 
