@@ -1032,7 +1032,7 @@ TABS = ("target", "training", "plan", "rules", "bundle", "rent")
 """Tab order."""
 DEBOUNCE_S = 0.15
 """Typing pauses shorter than this do not start a plan (a plan search takes tens of ms on a 2-core machine:
-bench/results/planner-speed-2026-12-07.json, python -m bench.planner_speed)."""
+bench/results/planner-speed-2026-12-08.json, python -m bench.planner_speed)."""
 PICK_WORDS = {"within_budget": "within the budget", "within_deadline": "within the deadline"}
 RENT_DEBOUNCE_S = 0.4
 """The same for the Rent tab, whose answer takes seconds (one planner search per GPU type and count: 1-4 s on a
