@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from random_structures import MODELS, sampled_structures
 
 from advisor.catalog import resolve_gpu
 from advisor.core.errors import AdvisorError
@@ -29,9 +30,6 @@ from advisor.search.candidates import (
     zero_without_offload,
 )
 from advisor.search.ranking import OFFLOAD_MARGIN, may_replace, offload_needs, rank_key, score
-
-MODELS = ("qwen2.5-0.5b", "qwen2.5-7b", "llama-3.1-8b", "gemma-2-9b", "gemma-3-12b", "phi-3-mini", "mixtral-8x7b",
-          "qwen3-30b-a3b", "llama-3.1-70b")
 
 REQUESTS = [
     # offload wins: ZeRO-3 holds micro-batch 4 x 2 accumulation steps on the 24 GB cards; with the parameters and
@@ -325,23 +323,12 @@ def test_estimate_speed_reads_no_memory_estimate():
 def test_checkpointing_never_speeds_up_a_step():
     """_offload_ruled_out judges a structure with checkpointing by its twin without: sound only while recomputation
     never makes a step faster at the same micro-batch, on every trainer."""
-    rng = random.Random(5)
     checked = 0
-    for _ in range(60):
-        model_id = rng.choice(MODELS)
-        trainer = rng.choice(("sft", "dpo", "kto", "grpo", "rloo", "gkd"))
-        req = Request(model=model_id, trainer=trainer, teacher=model_id if trainer == "gkd" else None,
-                      seq_len=rng.choice((512, 4096, 32768)))
-        model = resolve_model(req)
-        target = Target(gpu=resolve_gpu(rng.choice(("H100-80GB", "A100-40GB", "L4", "T4"))),
-                        gpus_per_node=rng.choice((1, 2, 8)), nodes=rng.choice((1, 2)))
-        for s in rng.sample(structures(req, model, target), 6):
-            micro = rng.choice(MICRO_BATCHES)
-            lighter = s.with_(micro_batch=micro, grad_accum=_accumulation(s, micro, 64, None), grad_ckpt=False)
-            heavier = lighter.with_(grad_ckpt=True)
-            assert (estimate_speed(model, heavier, target).effective_tokens_per_second
-                    <= estimate_speed(model, lighter, target).effective_tokens_per_second), heavier.short()
-            checked += 1
+    for model, target, lighter in sampled_structures(5, 60, 6):
+        heavier = lighter.with_(grad_ckpt=True)
+        assert (estimate_speed(model, heavier, target).effective_tokens_per_second
+                <= estimate_speed(model, lighter, target).effective_tokens_per_second), heavier.short()
+        checked += 1
     assert checked == 360
 
 
