@@ -965,6 +965,15 @@ def moe_lora_merge_seconds(d: MD.Dims, plan: Plan, target: Target) -> float:
     return d.L * d.experts_per_layer * per_param / mem_bw(target)
 
 
+def moe_lora_merge_forward_seconds(d: MD.Dims, plan: Plan, target: Target) -> float:
+    """The merge of one forward alone: what every forward of transformers' generate pays too (the prefill and each
+    decode step: ParamWrapper merges inside forward, with or without grad), however few tokens it runs. vLLM runs
+    the weights TRL syncs into it, merged once per step, so its decode pays none."""
+    if not d.moe or plan.method == "full":
+        return 0.0
+    return d.L * d.experts_per_layer * MOE_MERGE_FORWARD_BYTES / mem_bw(target)
+
+
 def lora_gemm_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
     """The adapters' own GEMMs: with r columns (16) they stream their tokens x features operand and do almost no
     arithmetic, so they take bytes / bandwidth, not FLOPs / peak. Per forward (and recompute) lora_A reads its input
@@ -1234,7 +1243,10 @@ def generation_seconds(d: MD.Dims, model: ModelSpec, plan: Plan, target: Target,
             decode = completion * (step_gpu + VLLM_STEP_SECONDS)
             sync = d.P * w16 / bw
         else:
-            step_gpu = max((weight_read + hf_kv * g) / bw, 2.0 * active * g / (peak * dense))
+            # LoRA on a MoE merges every expert stack in each forward of generate, prefill and decode steps alike
+            merge = moe_lora_merge_forward_seconds(d, plan, target)
+            prefill += merge
+            step_gpu = max((weight_read + hf_kv * g) / bw, 2.0 * active * g / (peak * dense)) + merge
             if plan.trainer == "gkd" and plan.grad_ckpt:
                 step_gpu = max(step_gpu, uncached_decode_seconds(d, model, plan, target, pr, g, prompt + completion / 2))
             kernels = decode_step_kernels(d, plan, target)

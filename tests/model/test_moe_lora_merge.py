@@ -83,3 +83,28 @@ def test_the_measured_moe_lora_rows(rec):
     _, _, (mem, spd) = _estimate(row)
     assert mem.per_gpu_peak_bytes / rec["memory"]["peak_allocated_bytes"] - 1 == pytest.approx(0, abs=0.04)
     assert spd.step_seconds / rec["timing"]["median_step_seconds"] - 1 == pytest.approx(0, abs=0.15)
+
+
+def test_generate_merges_in_every_forward(monkeypatch):
+    """GRPO without vLLM on a MoE LoRA: transformers' generate runs ParamWrapper's merge in the prefill and in each
+    decode step, so no decode step is shorter than a merge; with vLLM (weights synced, merged) it pays none."""
+    model = resolve_model("qwen3-30b-a3b")
+    target = Target(gpu=resolve_gpu("H200"), gpus_per_node=1, nodes=1)
+    plan = replace(plan_from_bench_row(_row(layers=48)), trainer="grpo", num_generations=8, max_completion_len=256,
+                   micro_batch=8, seq_len=512, grad_ckpt=True, vllm_mode="none")
+    d, pr = MD.dims(model), MD.Precision.of(plan)
+    gen, _ = S.generation_seconds(d, model, plan, target, pr)
+    merge = S.moe_lora_merge_forward_seconds(d, plan, target)
+    monkeypatch.setattr(S, "MOE_MERGE_FORWARD_BYTES", 0)
+    without, _ = S.generation_seconds(d, model, plan, target, pr)
+    assert merge > 0.05  # about 29B expert parameters x 16 B at the H200's rate
+    # each decode step's GPU time holds a merge (the host's dispatch may hide part of the difference, not the floor)
+    assert gen >= plan.max_completion_len * merge > without / 4
+    assert gen - without >= merge  # the prefill's, at least
+    monkeypatch.undo()
+    colocate = replace(plan, vllm_mode="colocate")
+    full = replace(plan, method="full", lora_r=None)
+    assert S.moe_lora_merge_forward_seconds(d, full, target) == 0
+    gen_c, _ = S.generation_seconds(d, model, colocate, target, pr)
+    monkeypatch.setattr(S, "MOE_MERGE_FORWARD_BYTES", 0)
+    assert S.generation_seconds(d, model, colocate, target, pr)[0] == gen_c
