@@ -257,6 +257,20 @@ attention-only one, net of the adapters' gradients, whatever the depth; without 
 the layer's saved copy as it makes the gradient, and the peak is the saved set's: -0.07 to -0.01)."""
 
 
+MOE_LORA_FORWARD_STACKS = 1.04
+"""A forward that saves nothing (a checkpointed layer's first pass, or transformers' generate under no_grad) holds
+one layer's merged expert copy at a time, and the merge's own transients beside it: 1.036-1.042 stacks above LoRA on
+the attention alone at the forward's peak (the same probe, checkpointed runs)."""
+
+
+def moe_lora_generation_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
+    """What LoRA on a MoE adds to a generate forward (the prefill, each decode step): one layer's merged copy at a
+    time (MOE_LORA_FORWARD_STACKS). vLLM runs merged weights TRL syncs into it and pays none."""
+    if plan.vllm_mode != "none":
+        return 0
+    return int(MOE_LORA_FORWARD_STACKS * moe_lora_stack_bytes(d, plan, pr))
+
+
 def moe_lora_stack_bytes(d: Dims, plan: Plan, pr: Precision) -> int:
     """Bytes of one layer's expert stack in the dtype its merged copy takes (the parameter's: the load dtype, the
     16-bit working copy under DeepSpeed, the 16-bit compute copy FSDP2 gathers); 0 unless LoRA/QLoRA adapts a MoE's

@@ -36,6 +36,7 @@ from advisor.model.activations import (
     autocast_weight_cache_bytes,
     last_layer_backward_bytes,
     logit_tokens,
+    moe_lora_generation_bytes,
 )
 from advisor.model.buffers import (
     ddp_bucket_bytes,
@@ -195,7 +196,7 @@ def estimate_memory(model: ModelSpec, plan: Plan, target: Target) -> MemoryEstim
         decode = decode_logits_bytes(d, plan, pr)
         prompt_frac = (plan.seq_len - plan.max_completion_len) / max(1, plan.seq_len)
         # prefill: the prompt part of the cache plus the prefill working set; decode: the whole cache
-        gen_act = max(prefill + int(kv * prompt_frac), kv + decode) - kv
+        gen_act = max(prefill + int(kv * prompt_frac), kv + decode) - kv + moe_lora_generation_bytes(d, plan, pr)
         gen_other = base_other + kv + gather + fsdp
         phases.append(("generation", W + g_keep + opt + gen_act + gen_other,
                        {"weights": W, "gradients": g_keep, "optimizer": opt, "activations": gen_act, "logits": 0,

@@ -45,6 +45,8 @@ def test_the_constants_are_the_probes_measurements():
     assert MA.MOE_LORA_SAVED_STACKS == pytest.approx(saved, abs=0.02)
     # under checkpointing the recomputed layer holds its merged copy (counted as saved) and the extra on top
     assert MA.MOE_LORA_SAVED_STACKS + MA.MOE_LORA_CKPT_EXTRA_STACKS == pytest.approx(ckpt, abs=0.03)
+    forward = statistics.median(c["ckpt"]["forward_peak_beyond_saved_stacks"] for c in cases)
+    assert MA.MOE_LORA_FORWARD_STACKS == pytest.approx(forward, abs=0.02)  # a forward that saves nothing
     # without checkpointing the backward adds nothing beyond the saved copies (within a tenth of a stack at 4 layers)
     assert all(abs(c["no_ckpt"]["step_peak_beyond_saved_stacks"]) < 0.1 for c in cases if c["layers"] == 4)
 
@@ -108,3 +110,15 @@ def test_generate_merges_in_every_forward(monkeypatch):
     gen_c, _ = S.generation_seconds(d, model, colocate, target, pr)
     monkeypatch.setattr(S, "MOE_MERGE_FORWARD_BYTES", 0)
     assert S.generation_seconds(d, model, colocate, target, pr)[0] == gen_c
+
+
+def test_generate_holds_one_merged_copy_at_a_time():
+    """The generation phase of a MoE LoRA without vLLM holds one layer's merged copy beside the cache."""
+    model = resolve_model("qwen3-30b-a3b").with_(layers=8)
+    plan = replace(plan_from_bench_row(_row()), trainer="grpo", num_generations=8, max_completion_len=256,
+                   micro_batch=8, seq_len=512, grad_ckpt=True, vllm_mode="none")
+    d, pr = MD.dims(model), MD.Precision.of(plan)
+    stack = MA.moe_lora_stack_bytes(d, plan, pr)
+    assert MA.moe_lora_generation_bytes(d, plan, pr) == int(MA.MOE_LORA_FORWARD_STACKS * stack)
+    assert MA.moe_lora_generation_bytes(d, replace(plan, vllm_mode="colocate"), pr) == 0
+    assert MA.moe_lora_generation_bytes(d, replace(plan, method="full", lora_r=None), pr) == 0
