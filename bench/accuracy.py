@@ -2629,9 +2629,11 @@ def _moe_lora_sections(w, rows: list[Evaluated]) -> None:
     _per_gpu_predicted_section(w, rows, "LoRA on a MoE, predicted before they ran", MOE_LORA_ROWS, MOE_LORA_THEN,
                                "LoRA and QLoRA on Qwen3-30B-A3B and Mixtral-8x7B cut to 4-8 layers, SFT and DPO, "
                                "written down with the model's predictions (`{then}`) before anything counted the "
-                               "expert copies PEFT merges (activations.MOE_LORA_SAVED_STACKS, "
-                               "speed.moe_lora_merge_seconds: found with bench/moe_lora_probe.py on the CPU while "
-                               "these rows waited for a GPU)")
+                               "expert copies PEFT merges (activations.MOE_LORA_SAVED_STACKS: found with "
+                               "bench/moe_lora_probe.py on the CPU while these rows waited for a GPU; the merge's "
+                               "bytes, speed.moe_lora_merge_seconds, counted by the same probe's op bytes after they "
+                               "ran, which of them to count chosen with these rows in view: only the adapters' "
+                               "gradient bmm in the backward gave a median of 7.5 % under)")
     _per_gpu_predicted_section(w, rows, "LoRA on a MoE, predicted by the new terms before they ran",
                                MOE_LORA_VALIDATE, MOE_LORA_VALIDATE_THEN,
                                "new MoE LoRA/QLoRA configurations (other depths, lengths, micro-batches, "

@@ -13,8 +13,9 @@ makes full-size gradients of that copy.
 This probe measures those bytes on the CPU, where every tensor is visible: a TorchDispatchMode tracks each storage an
 op creates until it is freed (the model's own parameters excluded), through one forward and backward of the model
 at small widths (the bytes scale with the expert stack, which the report divides by), all-linear LoRA against LoRA
-on the attention only. Results are data (one JSON file), not a test; advisor.model.activations.moe_lora_merged_bytes
-uses them.
+on the attention only; and the bytes every op reads and writes, the same way, for the merge's HBM traffic. Results are
+data (one JSON file), not a test: advisor.model.activations.MOE_LORA_SAVED_STACKS and its neighbours, and
+advisor.model.speed.MOE_MERGE_FORWARD_BYTES / MOE_MERGE_BACKWARD_BYTES come from them.
 """
 
 from __future__ import annotations
@@ -96,6 +97,63 @@ def _live_bytes(model_type: str, experts: int, layers: int, targets, ckpt: bool)
             "adapter_grad_bytes": grads}
 
 
+VIEWS = {"view", "_unsafe_view", "t", "transpose", "permute", "expand", "detach", "alias", "as_strided", "slice",
+         "select", "unsqueeze", "squeeze", "_reshape_alias", "reshape", "set_"}
+"""Ops that move no data (views, and the parametrization's `set_`, which swaps a storage)."""
+
+
+def _op_bytes(model_type: str, experts: int, layers: int, targets) -> dict[str, dict[str, int]]:
+    """Bytes each op reads and writes (its tensor arguments and results), by phase and op name, through one forward
+    and backward: the HBM traffic the same ops make on a GPU."""
+    import collections
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(_config(model_type, experts, layers), dtype=torch.bfloat16)
+    model = get_peft_model(model, LoraConfig(r=8, target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM"))
+    model.train()
+    counts: dict[str, collections.Counter] = {"forward": collections.Counter(), "backward": collections.Counter()}
+    phase = ["forward"]
+
+    class Bytes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            if name not in VIEWS:
+                tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+                counts[phase[0]][name] += sum(t.numel() * t.element_size() for t in tensors)
+            return out
+
+    ids = torch.randint(0, 512, TOKENS)
+    with Bytes():
+        loss = model(input_ids=ids, labels=ids).loss
+        phase[0] = "backward"
+        loss.backward()
+    return {k: dict(v) for k, v in counts.items()}
+
+
+def merge_bytes(model_type: str, experts: int, layers: int) -> dict[str, Any]:
+    """HBM bytes per expert parameter that all-linear LoRA's ops move beyond attention-only LoRA's, per forward and
+    per backward; the experts' grouped GEMMs' own bytes apart (in the backward, the extra one is the weight-gradient
+    GEMM, whose FLOPs the speed model counts as a GEMM)."""
+    every = _op_bytes(model_type, experts, layers, "all-linear")
+    attention = _op_bytes(model_type, experts, layers, ["q_proj", "k_proj", "v_proj", "o_proj"])
+    params = layers * experts * 3 * HIDDEN * EXPERT_WIDTH
+    out: dict[str, Any] = {}
+    for phase in ("forward", "backward"):
+        ops = set(every[phase]) | set(attention[phase])
+        extra = {op: (every[phase].get(op, 0) - attention[phase].get(op, 0)) / params for op in ops}
+        out[phase] = {"bytes_per_param": round(sum(v for op, v in extra.items() if "grouped_mm" not in op), 3),
+                      "grouped_mm_bytes_per_param": round(sum(v for op, v in extra.items() if "grouped_mm" in op), 3),
+                      "by_op": {op: round(v, 3) for op, v in sorted(extra.items()) if abs(v) >= 0.01}}
+    return out
+
+
 def measure(model_type: str, experts: int, layers: int) -> dict[str, Any]:
     expert_bytes = experts * 3 * HIDDEN * EXPERT_WIDTH * 2  # one layer's bf16 expert stack
     out: dict[str, Any] = {"model_type": model_type, "experts": experts, "layers": layers,
@@ -113,6 +171,7 @@ def measure(model_type: str, experts: int, layers: int) -> dict[str, Any]:
             "step_peak_beyond_saved_stacks": round(beyond / expert_bytes, 3),
             "forward_peak_beyond_saved_stacks": round((extra["forward_peak"] - extra["after_forward"])
                                                       / expert_bytes, 3)}
+    out["merge_bytes"] = merge_bytes(model_type, experts, layers)
     return out
 
 
@@ -137,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         r = results["cases"][-1]
         print(f"{case}: no ckpt saves {r['no_ckpt']['saved_stacks_per_layer']} stacks per layer, peak "
               f"+{r['no_ckpt']['step_peak_beyond_saved_stacks']}; ckpt peak "
-              f"+{r['ckpt']['step_peak_beyond_saved_stacks']} stacks", file=sys.stderr)
+              f"+{r['ckpt']['step_peak_beyond_saved_stacks']} stacks; merge "
+              f"{r['merge_bytes']['forward']['bytes_per_param']} B/param forward, "
+              f"{r['merge_bytes']['backward']['bytes_per_param']} + "
+              f"{r['merge_bytes']['backward']['grouped_mm_bytes_per_param']} backward", file=sys.stderr)
     return 0
 
 

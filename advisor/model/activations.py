@@ -248,7 +248,7 @@ MOE_LORA_SAVED_STACKS = 1.05
 expert stack: PEFT 0.21's lora.ParamWrapper merges `W + B @ A` into a full-size tensor on every forward
 (tuners/lora/layer.py ParamWrapper._activate_lora, get_delta_weight for a 16-bit parameter) and the experts' GEMMs
 save that merged copy; the other 0.05 is the adapters' casts and views (adapter-sized). Measured on the CPU with every
-storage tracked (bench/moe_lora_probe.py, bench/results/moe-lora-probe-cpu-2026-12-07.json: 1.046-1.068 over Qwen3-MoE
+storage tracked (bench/moe_lora_probe.py, bench/results/moe-lora-probe-cpu-2026-12-08.json: 1.046-1.068 over Qwen3-MoE
 and Mixtral shapes, 4 and 8 layers)."""
 MOE_LORA_CKPT_EXTRA_STACKS = 0.24
 """Under checkpointing, what a MoE layer's recompute and backward add beyond that merged copy: the gradient of the

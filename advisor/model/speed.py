@@ -943,26 +943,36 @@ def lora_elementwise_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precisi
     return MA.local_tokens(plan) * d.L * per_token / mem_bw(target)
 
 
-MOE_MERGE_FORWARD_BYTES = 16
-"""HBM bytes per expert parameter of PEFT's merge `W + B @ A` in each forward (and recompute) of a LoRA MoE layer
-(peft 0.21 tuners/lora/layer.py ParamWrapper._activate_lora, get_delta_weight for a 16-bit parameter): the einsum
-writes the fp32 delta (4), `.to(param.dtype)` reads it and writes bf16 (4 + 2), the parametrization reads W and the
-delta and writes the merged copy (2 + 2 + 2)."""
-MOE_MERGE_BACKWARD_BYTES = 12
-"""The backward's bytes per expert parameter: the experts' weight-gradient GEMM writes the merged copy's gradient (2),
-the cast's backward reads it and writes fp32 (2 + 4), and the einsum's backward reads that fp32 gradient (4) to make
-the adapters' gradients."""
+MOE_MERGE_FORWARD_BYTES = 8.44
+"""HBM bytes per expert parameter that LoRA on a MoE layer's experts moves in each forward (and recompute) beyond
+LoRA on its attention alone: PEFT 0.21's lora.ParamWrapper folds `W + B @ A` into the parametrized expert stack with a
+baddbmm of inner size r (tuners/lora/layer.py _LoraFactorsProxy, the path of a 16-bit stack), reading the stack and
+writing its merged copy: 8.17 B of its 8.44 are baddbmm's, twice the 4 B one read and one write of a 16-bit stack
+would be, as the op counts show it runs. Measured by counting every op's bytes
+(bench/moe_lora_probe.py merge_bytes, bench/results/moe-lora-probe-cpu-2026-12-08.json: 8.44 on Qwen3-MoE and
+Mixtral shapes, 4 and 8 layers)."""
+MOE_MERGE_BACKWARD_BYTES = 6.7
+"""The backward's: the adapters' gradients from the merged copy's (bmm over the full-size gradient, 4.65 B per
+parameter) and that full-size gradient written by the experts' weight-gradient GEMM (2.05), which a frozen expert
+stack would not run at all; the GEMM's FLOPs are counted too (micro_batch_times), but with few tokens per expert its
+full-size output sets its time. The same probe."""
 
 
 def moe_lora_merge_seconds(d: MD.Dims, plan: Plan, target: Target) -> float:
     """LoRA on a MoE's experts: the full-size merge of each adapted expert stack per forward, recompute and backward
-    (MOE_MERGE_FORWARD_BYTES, MOE_MERGE_BACKWARD_BYTES), streamed at MEM_BW_EFFICIENCY. Memory: the merged copy is
+    (MOE_MERGE_FORWARD_BYTES, MOE_MERGE_BACKWARD_BYTES), at the skinny GEMMs' rate (_merge_bw). Memory: the merged copy is
     what the experts save (activations.MOE_LORA_SAVED_STACKS). 0 for dense models and full fine-tuning."""
     if not d.moe or plan.method == "full":
         return 0.0
     passes = 1 + (1 if plan.grad_ckpt else 0)
     per_param = MOE_MERGE_FORWARD_BYTES * passes + MOE_MERGE_BACKWARD_BYTES
-    return d.L * d.experts_per_layer * per_param / mem_bw(target)
+    return d.L * d.experts_per_layer * per_param / _merge_bw(target)
+
+
+def _merge_bw(target: Target) -> float:
+    """The rate of the merge's kernels: GEMMs with r columns (the baddbmm, the adapters' gradient bmm), which stream
+    at what the adapters' own skinny GEMMs were measured to (LORA_GEMM_BW_EFFICIENCY)."""
+    return target.gpu.mem_bw_gbps * GB * LORA_GEMM_BW_EFFICIENCY
 
 
 def moe_lora_merge_forward_seconds(d: MD.Dims, plan: Plan, target: Target) -> float:
@@ -971,7 +981,7 @@ def moe_lora_merge_forward_seconds(d: MD.Dims, plan: Plan, target: Target) -> fl
     the weights TRL syncs into it, merged once per step, so its decode pays none."""
     if not d.moe or plan.method == "full":
         return 0.0
-    return d.L * d.experts_per_layer * MOE_MERGE_FORWARD_BYTES / mem_bw(target)
+    return d.L * d.experts_per_layer * MOE_MERGE_FORWARD_BYTES / _merge_bw(target)
 
 
 def lora_gemm_seconds(d: MD.Dims, plan: Plan, target: Target, pr: Precision) -> float:
