@@ -83,11 +83,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.json:
+        from bench.rows_file import new_output_problem
+
+        problem = new_output_problem(args.json)  # a record is never replaced, and a bad folder fails before the runs
+        if problem:
+            parser.error(problem)
     result = measure(args.repeats)
     for name, r in result["cases"].items():
         sys.stdout.write(f"{name:42s} {r['median_ms']:7.1f} ms  ({r['estimates']} estimates)\n")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        try:  # created, never replaced (the check above can race another writer)
+            with Path(args.json).open("x", encoding="utf-8") as f:
+                f.write(json.dumps(result, indent=2) + "\n")
+        except OSError as exc:
+            sys.stderr.write(f"python -m bench.planner_speed: cannot write {args.json}: {exc.strerror or exc}\n")
+            return 1
     return 0
 
 

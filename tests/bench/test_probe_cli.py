@@ -1,5 +1,5 @@
 """The probes' command lines (bench/kernel_probe.py, dispatch_probe.py, copy_probe.py, adapter_probe.py,
-zero3_hook_probe.py, gkd_probe.py): a usage error exits 2 with one line and no traceback, before torch is imported, and an existing
+zero3_hook_probe.py, gkd_probe.py, moe_lora_probe.py; planner_speed.py's --json): a usage error exits 2 with one line and no traceback, before torch is imported, and an existing
 output file is never replaced."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from bench import kernel_probe as KP
 
 REPO = Path(__file__).resolve().parents[2]
 CASE_PROBES = ("bench.kernel_probe", "bench.dispatch_probe", "bench.optimizer_probe")
-PROBES = CASE_PROBES + ("bench.copy_probe", "bench.adapter_probe", "bench.zero3_hook_probe", "bench.gkd_probe")
+PROBES = CASE_PROBES + ("bench.copy_probe", "bench.adapter_probe", "bench.zero3_hook_probe", "bench.gkd_probe",
+                        "bench.moe_lora_probe")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -133,3 +134,14 @@ def test_gkd_probe_usage_errors_exit_2(tmp_path, args):
     done = _run("bench.gkd_probe", "--out", str(tmp_path / "p.json"), *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_planner_speed_never_replaces_a_record(tmp_path):
+    """Its --json record is what the README quotes: an existing one is refused before any search runs."""
+    out = tmp_path / "planner-speed.json"
+    out.write_text("keep")
+    done = _run("bench.planner_speed", "--repeats", "1", "--json", str(out))
+    assert done.returncode == 2 and "exists" in done.stderr and "Traceback" not in done.stderr
+    assert out.read_text() == "keep"
+    done = _run("bench.planner_speed", "--repeats", "1", "--json", str(tmp_path / "no" / "p.json"))
+    assert done.returncode == 2 and "no folder" in done.stderr

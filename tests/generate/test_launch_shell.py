@@ -110,6 +110,12 @@ def test_the_exit_status_is_the_trainings(bundles, shell, code):
 
 # ------------------------------------------------------------------------------- values from the environment
 
+def shell_quoted(value: str) -> str:
+    """The value as bash's printf %q writes it: how launch.sh names a rejected value, on one line."""
+    return subprocess.run(["bash", "-c", 'printf %q "$1"', "_", value], capture_output=True, text=True,
+                          check=True).stdout
+
+
 @pytest.mark.parametrize("name", ["server", "server_two_nodes"])
 @pytest.mark.parametrize(("knob", "value"), [("VLLM_STARTUP_TIMEOUT", "15m"), ("STOP_TIMEOUT", "2s"),
                                              ("STOP_TIMEOUT", "08"), ("VLLM_STARTUP_TIMEOUT", "")])
@@ -121,7 +127,7 @@ def test_a_bad_timeout_stops_before_anything_starts(bundles, shell, name, knob, 
         assert rc == 0, err
         return
     rc, err = s.run(**env)
-    assert rc == 2 and f"{knob} must be a whole number of seconds, not '{value}'" in err, err
+    assert rc == 2 and f"{knob} must be a whole number of seconds, not {shell_quoted(value)}\n" in err, err
     assert s.started("vllm") == [] and s.started("accelerate") == []
 
 
@@ -178,11 +184,13 @@ def test_the_servers_port_from_the_environment_is_the_one_the_training_is_given(
 
 
 @pytest.mark.parametrize("name", ["server", "server_two_nodes"])
-@pytest.mark.parametrize("value", ["0", "08", "65536", "http", "80 80", "-1"])
+@pytest.mark.parametrize("value", ["0", "08", "65536", "http", "80 80", "-1", "80\n00", "8000'; echo x"])
 def test_a_bad_vllm_server_port_stops_before_anything_starts(bundles, shell, name, value):
     s = shell(bundles[name])
     rc, err = s.run(VLLM_SERVER_PORT=value, MACHINE_RANK="0", MAIN_PROCESS_IP="127.0.0.1")
-    assert rc == 2 and f"VLLM_SERVER_PORT={value} is not a TCP port (a whole number 1 .. 65535)" in err, err
+    # one line whatever the value holds (a newline is written as $'80\n00')
+    assert rc == 2 and (f"VLLM_SERVER_PORT={shell_quoted(value)} is not a TCP port (a whole number 1 .. 65535)\n"
+                        in err), err
     assert s.started("vllm") == [] and s.started("accelerate") == []
 
 

@@ -106,7 +106,7 @@ def test_generate_merges_in_every_forward(monkeypatch):
     without, _ = S.generation_seconds(d, model, plan, target, pr)
     assert merge > 0.05  # about 29B expert parameters x 16 B at the H200's rate
     # each decode step's GPU time holds a merge (the host's dispatch may hide part of the difference, not the floor)
-    assert gen >= plan.max_completion_len * merge > without / 4
+    assert gen >= plan.max_completion_len * merge
     assert gen - without >= merge  # the prefill's, at least
     monkeypatch.undo()
     colocate = replace(plan, vllm_mode="colocate")

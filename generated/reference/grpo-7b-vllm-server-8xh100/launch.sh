@@ -37,7 +37,7 @@ VLLM_HOST=127.0.0.1
 # first port it opens for its own processes (vllm/envs.py), which would collide with the server's.
 VLLM_SERVER_PORT="${VLLM_SERVER_PORT:-8000}"
 if ! [[ "$VLLM_SERVER_PORT" =~ ^[1-9][0-9]{0,4}$ ]] || (( VLLM_SERVER_PORT > 65535 )); then
-  echo "launch.sh: VLLM_SERVER_PORT=$VLLM_SERVER_PORT is not a TCP port (a whole number 1 .. 65535)" >&2
+  printf 'launch.sh: VLLM_SERVER_PORT=%q is not a TCP port (a whole number 1 .. 65535)\n' "$VLLM_SERVER_PORT" >&2
   exit 2
 fi
 export VLLM_SERVER_PORT
@@ -48,7 +48,7 @@ STOP_TIMEOUT="${STOP_TIMEOUT:-45}"
 # starts. Whole seconds without leading zeros (08 would be a bad octal number).
 for knob in VLLM_STARTUP_TIMEOUT STOP_TIMEOUT; do
   if ! [[ "${!knob}" =~ ^(0|[1-9][0-9]{0,6})$ ]]; then
-    echo "launch.sh: $knob must be a whole number of seconds, not '${!knob}'" >&2
+    printf 'launch.sh: %s must be a whole number of seconds, not %q\n' "$knob" "${!knob}" >&2
     exit 2
   fi
 done

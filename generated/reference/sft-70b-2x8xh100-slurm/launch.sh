@@ -27,11 +27,11 @@ MAIN_PROCESS_PORT="${MAIN_PROCESS_PORT:-29500}"
 # accelerate wait at the rendezvous for nodes that never come, or two nodes take the same rank: stop here instead.
 # (A whole number without leading zeros: bash arithmetic reads 08 as a bad octal number.)
 if ! [[ "$MACHINE_RANK" =~ ^(0|[1-9][0-9]{0,8})$ ]] || (( MACHINE_RANK >= 2 )); then
-  echo "launch.sh: the node rank is '$MACHINE_RANK' (MACHINE_RANK, else SLURM_PROCID, else 0): this plan's 2 nodes have ranks 0 .. 1, one launch.sh per node (srun --ntasks-per-node=1)" >&2
+  printf "launch.sh: the node rank is %q (MACHINE_RANK, else SLURM_PROCID, else 0): this plan's 2 nodes have ranks 0 .. 1, one launch.sh per node (srun --ntasks-per-node=1)\n" "$MACHINE_RANK" >&2
   exit 2
 fi
 if ! [[ "$MAIN_PROCESS_PORT" =~ ^[1-9][0-9]{0,4}$ ]] || (( MAIN_PROCESS_PORT > 65535 )); then
-  echo "launch.sh: MAIN_PROCESS_PORT=$MAIN_PROCESS_PORT is not a TCP port (1 .. 65535)" >&2
+  printf 'launch.sh: MAIN_PROCESS_PORT=%q is not a TCP port (1 .. 65535)\n' "$MAIN_PROCESS_PORT" >&2  # %q: one line, whatever it holds
   exit 2
 fi
 
